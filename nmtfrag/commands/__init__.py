@@ -1,0 +1,1 @@
+"""One module per `nmtfrag` subcommand: argument parsing only, work is in the stages."""

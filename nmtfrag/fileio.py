@@ -1,0 +1,118 @@
+"""File conventions shared by every stage: atomic writes, private work dirs, hashes,
+manifests, progress bars.
+
+Why: a stage must never leave a half-written output that looks complete, and temporary
+copies of confidential text must not outlive the run (see README, "Data hygiene").
+"""
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+
+from .errors import InputError
+
+MANIFEST = "manifest.json"
+
+
+def sha256_file(path, chunk=1 << 20):
+    """SHA-256 of a file's bytes (recorded in manifests instead of the text itself)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def atomic_writer(path, mode="w", encoding="utf-8"):
+    """Write to a temp file beside `path`, rename over it only if the block succeeds."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
+        with os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path, obj):
+    with atomic_writer(path) as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=False)
+        f.write("\n")
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+@contextlib.contextmanager
+def private_workdir(base=None, keep=False, prefix="nmtfrag-"):
+    """A mode-0700 directory for temporary files that may hold confidential text.
+
+    Removed when the block ends (also on error) unless `keep` is true, in which case
+    its path is printed so the user can inspect and delete it.
+    """
+    if base is not None:
+        os.makedirs(base, exist_ok=True)
+    path = tempfile.mkdtemp(prefix=prefix, dir=base)  # mkdtemp creates it 0700
+    os.chmod(path, 0o700)
+    try:
+        yield path
+    finally:
+        if keep:
+            print(f"nmtfrag: kept work dir {path} (it may hold confidential text)",
+                  file=sys.stderr)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def prepare_output_dir(out, overwrite=False):
+    """Create `out`, refusing to reuse a directory that holds a finished output."""
+    out = os.path.abspath(out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise InputError(f"{out} exists and is not a directory")
+    if os.path.exists(os.path.join(out, MANIFEST)) and not overwrite:
+        raise InputError(f"{out} already holds a finished output "
+                         f"({MANIFEST}); choose another --out or pass --overwrite")
+    os.makedirs(out, exist_ok=True)
+    return out
+
+
+def check_not_input(path, inputs):
+    """Refuse to write an output file over one of the inputs."""
+    real = os.path.realpath(path)
+    for p in inputs:
+        if p and os.path.exists(p) and os.path.realpath(p) == real:
+            raise InputError(f"refusing to overwrite input file {p}")
+
+
+def tool_versions(*distributions):
+    """Versions of Python and the named installed distributions, for manifests."""
+    versions = {"python": platform.python_version()}
+    for name in distributions:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def progress(iterable=None, **kwargs):
+    """A tqdm progress bar on a terminal, silent otherwise (pipelines, CI, logs)."""
+    from tqdm import tqdm
+
+    kwargs.setdefault("disable", not sys.stderr.isatty())
+    kwargs.setdefault("leave", False)
+    kwargs.setdefault("dynamic_ncols", True)
+    return tqdm(iterable, **kwargs)

@@ -1,0 +1,95 @@
+"""Word alignments in Pharaoh format and their symmetrisation.
+
+Two directional alignments (source→target and target→source, both written as
+source-target `i-j` pairs) are combined into one. grow-diag-final-and follows the
+pseudo-code of Koehn (2010), *Statistical Machine Translation*, §4.5.3 (also in Koehn,
+Och & Marcu 2003), with e = target and f = source: start from the intersection, grow
+over the 8 neighbours of every point, visiting points target-major (e outer, f inner,
+points added during a scan are visited in that same scan when they come later), until
+nothing changes; then FINAL-AND over the forward, then the reverse alignment. This order
+is our reference; Moses `symal` and fast_align `atools` differ from it and from each
+other on some sentences (see README).
+"""
+
+NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+
+def parse_pharaoh(line):
+    """`"0-0 1-2"` → {(0, 0), (1, 2)}; raises ValueError on anything else."""
+    points = set()
+    for item in line.split():
+        i, sep, j = item.partition("-")
+        if not sep or not i.isdigit() or not j.isdigit():
+            raise ValueError(f"not a Pharaoh alignment point: {item!r}")
+        points.add((int(i), int(j)))
+    return points
+
+
+def format_pharaoh(points):
+    """Canonical text: points sorted by source then target index."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(points))
+
+
+def union(fwd, rev, n_src=None, n_tgt=None):
+    return set(fwd) | set(rev)
+
+
+def intersection(fwd, rev, n_src=None, n_tgt=None):
+    return set(fwd) & set(rev)
+
+
+def grow_diag_final_and(fwd, rev, n_src, n_tgt):
+    fwd, rev = set(fwd), set(rev)
+    both = fwd | rev
+    alignment = fwd & rev
+    src_aligned = {i for i, _ in alignment}
+    tgt_aligned = {j for _, j in alignment}
+    rows = {}  # target index -> source indices aligned to it
+    for i, j in alignment:
+        rows.setdefault(j, set()).add(i)
+
+    def add(i, j):
+        alignment.add((i, j))
+        src_aligned.add(i)
+        tgt_aligned.add(j)
+        rows.setdefault(j, set()).add(i)
+
+    grew = True
+    while grew:
+        grew = False
+        for j in range(n_tgt):
+            current = -1
+            while True:  # next point of row j after `current`, seeing new additions
+                later = [i for i in rows.get(j, ()) if i > current]
+                if not later:
+                    break
+                current = i = min(later)
+                for di, dj in NEIGHBOURS:
+                    ni, nj = i + di, j + dj
+                    if (ni, nj) in both and (ni, nj) not in alignment and \
+                            (ni not in src_aligned or nj not in tgt_aligned):
+                        add(ni, nj)
+                        grew = True
+    for directional in (fwd, rev):  # FINAL-AND
+        for j in range(n_tgt):
+            for i in range(n_src):
+                if (i, j) in directional and i not in src_aligned and j not in tgt_aligned:
+                    add(i, j)
+    return alignment
+
+
+SYMMETRIZERS = {
+    "union": union,
+    "intersection": intersection,
+    "grow-diag-final-and": grow_diag_final_and,
+}
+
+
+def symmetrize(fwd, rev, method, n_src, n_tgt):
+    """Combine two directional alignments with one of SYMMETRIZERS."""
+    try:
+        combine = SYMMETRIZERS[method]
+    except KeyError:
+        raise ValueError(f"unknown symmetrisation {method!r}; "
+                         f"choose one of {', '.join(SYMMETRIZERS)}") from None
+    return combine(fwd, rev, n_src, n_tgt)

@@ -1,0 +1,36 @@
+"""nmtfrag: adapt NMT to confidential data (phrase-pair fragmentation, DP, audit).
+
+Install with `bash scripts/install.sh`: fairseq-fixed and fastBPE must be built without
+build isolation against the torch already installed (see that script for why).
+"""
+from setuptools import find_packages, setup
+
+setup(
+    name="nmtfrag",
+    version="0.1.0",
+    description="Adapt neural machine translation to confidential data: "
+                "phrase-pair releases, differential privacy, confidentiality audits",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["nmtfrag", "nmtfrag.*"]),
+    install_requires=[
+        # fairseq 0.12.2 does not import on Python 3.11; this fork does.
+        "fairseq-fixed==0.12.3.1",
+        "fastbpe==0.1.0",
+        "torch>=2.0",
+        "eflomal==2.0.0",
+        "sacremoses>=0.1",
+        "sacrebleu>=2.3,<3",
+        "subword-nmt>=0.3.8",
+        "opacus==1.6.0",
+        "numpy",
+        "tqdm",
+        "matplotlib",
+        "pyyaml",
+    ],
+    extras_require={
+        "test": ["pytest", "hypothesis", "dp-accounting"],
+    },
+    entry_points={"console_scripts": ["nmtfrag=nmtfrag.cli:main"]},
+)
