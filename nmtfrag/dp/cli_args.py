@@ -1,0 +1,58 @@
+"""DP-SGD options of `nmtfrag finetune --dp` and the dispatch to the DP fine-tuning loop.
+
+`nmtfrag finetune` calls `add_arguments(parser)` and, when `args.dp` is set,
+`run(args)`. Light imports only: torch/opacus are imported inside `run`.
+"""
+from ..errors import InputError
+
+
+def add_arguments(parser):
+    g = parser.add_argument_group(
+        "differential privacy (DP-SGD)",
+        "With --dp, training uses per-example clipping, Gaussian noise and Poisson "
+        "sampling of logical batches; the privacy certificate goes to the manifest.")
+    g.add_argument("--dp", action="store_true",
+                   help="train with DP-SGD (requires --delta and one of "
+                        "--target-epsilon / --noise-multiplier)")
+    g.add_argument("--target-epsilon", type=float, default=None,
+                   help="calibrate the noise multiplier so that training reaches this ε "
+                        "at --delta")
+    g.add_argument("--noise-multiplier", type=float, default=None,
+                   help="noise std / max-grad-norm (σ); alternative to --target-epsilon")
+    g.add_argument("--delta", type=float, default=None,
+                   help="δ of the (ε, δ) guarantee; should be < 1/(number of training "
+                        "examples)")
+    g.add_argument("--max-grad-norm", type=float, default=1.0,
+                   help="per-example gradient clipping norm C (default 1.0)")
+    g.add_argument("--logical-batch", type=int, default=None,
+                   help="expected examples per noisy step (Poisson sampling rate = "
+                        "logical batch / training examples)")
+    g.add_argument("--physical-batch", type=int, default=32,
+                   help="examples per forward/backward pass; physical batches are "
+                        "accumulated into one noisy step (default 32)")
+    g.add_argument("--batch-schedule", default=None,
+                   help='increasing logical batch sizes "SIZE:FROM_STEP,...", e.g. '
+                        '"256:0,1024:200" (Anil et al. 2021 §5.2.2); overrides '
+                        "--logical-batch")
+    g.add_argument("--dp-steps", type=int, default=None,
+                   help="number of noisy (logical) steps; default: one epoch's worth "
+                        "times --max-epoch")
+    g.add_argument("--accountant", choices=("rdp", "prv"), default="rdp",
+                   help="privacy accountant used for calibration and the certificate "
+                        "(default rdp; the other one is reported as a cross-check)")
+    g.add_argument("--dp-weight-decay", type=float, default=0.0,
+                   help="decoupled weight decay towards zero (large values help DP "
+                        "training, Anil et al. 2021 §4.3)")
+    g.add_argument("--dp-lr", type=float, default=None,
+                   help="learning rate of the DP optimizer (default: finetune's --lr)")
+    g.add_argument("--dp-vocab-epsilon", type=float, default=0.0,
+                   help="ε_V already spent on the vocabulary (from `nmtfrag vocab --dp`'s "
+                        "manifest), added to ε_T by basic composition in the certificate")
+    g.add_argument("--dp-shards", type=int, default=1,
+                   help="number of devices that each add their own noise before "
+                        "averaging; accounted as noise multiplier σ/√P (default 1)")
+
+
+def run(args):
+    """Run DP fine-tuning for `nmtfrag finetune --dp`."""
+    raise InputError("DP fine-tuning is not available yet")
