@@ -35,6 +35,7 @@ def atomic_writer(path, mode="w", encoding="utf-8"):
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
         kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
         with os.fdopen(fd, mode, **kwargs) as f:
             yield f
@@ -43,6 +44,12 @@ def atomic_writer(path, mode="w", encoding="utf-8"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json(path, obj):

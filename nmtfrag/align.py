@@ -1,0 +1,53 @@
+"""Word alignment with eflomal (Östling & Tiedemann 2016), forward and reverse.
+
+Thin wrapper over `eflomal.Aligner`: it fixes two gaps that matter for confidential
+data. eflomal writes its converted corpus to the system temp dir; we point Python's
+tempfile at our private work dir for the call. And it silently gives no links to a
+sentence of 1024 tokens or more; callers skip such pairs and count them
+(`ALIGNER_MAX_TOKENS`). eflomal 2.0.0 cannot be seeded, so its output varies between
+runs: keep and reuse the alignment (`--keep-alignments`, `--alignments`) to reproduce.
+"""
+import contextlib
+import os
+import tempfile
+
+from .errors import InputError
+
+ALIGNER_MAX_TOKENS = 1023  # eflomal gives no links to a sentence of >= 1024 tokens
+
+
+@contextlib.contextmanager
+def _temp_files_in(directory):
+    saved = tempfile.tempdir
+    tempfile.tempdir = directory
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved
+
+
+def align_files(src_path, tgt_path, fwd_path, rev_path, work_dir, priors_path=None,
+                verbose=False):
+    """Align tokenised, line-aligned files; write forward and reverse Pharaoh links.
+
+    Both outputs are source-target `i-j` pairs, one line per input line.
+    """
+    import eflomal
+
+    if priors_path is not None and not os.path.isfile(priors_path):
+        raise InputError(f"{priors_path}: no such priors file")
+    aligner = eflomal.Aligner()
+    with contextlib.ExitStack() as stack:
+        src = stack.enter_context(open(src_path, encoding="utf-8"))
+        tgt = stack.enter_context(open(tgt_path, encoding="utf-8"))
+        priors = (stack.enter_context(open(priors_path, encoding="utf-8"))
+                  if priors_path else None)
+        stack.enter_context(_temp_files_in(work_dir))
+        try:
+            aligner.align(src, tgt, links_filename_fwd=fwd_path,
+                          links_filename_rev=rev_path, priors_input=priors,
+                          quiet=not verbose)
+        except (ValueError, IndexError, UnicodeDecodeError) as exc:
+            if priors is not None:
+                raise InputError(f"{priors_path}: not an eflomal priors file ({exc})") from None
+            raise

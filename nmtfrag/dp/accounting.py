@@ -1,0 +1,183 @@
+"""Privacy accounting for DP-SGD and the DP vocabulary: ε at δ, σ for a target ε.
+
+Why: the guarantee of a DP model is only as good as its accounting. One interface over
+the opacus accountants — RDP (Mironov et al. 2019, "Rényi Differential Privacy of the
+Sampled Gaussian Mechanism") and PRV (Gopi et al. 2021, "Numerical Composition of
+Differential Privacy") — chosen by name from a registry, with per-step composition of
+Poisson-subsampled Gaussian steps whose sampling rate may change (increasing batch-size
+schedules, Anil et al. 2021 §5.2.2). The vocabulary's ε_V and the training's ε_T are
+added by basic composition (ε_V + ε_T, δ_V + δ_T). Tests cross-check both accountants
+against Google's dp-accounting (RDP and PLD).
+
+A privacy *history* is a list of (noise_multiplier, sample_rate, steps) segments, the
+format opacus accountants keep in `.history`.
+"""
+import math
+
+from ..errors import InputError
+
+# RDP orders: opacus' defaults plus the large orders dp-accounting also uses, which
+# matter for small ε (many steps with little noise per step need high orders).
+RDP_ORDERS = ([1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64))
+              + [128, 256, 512, 1024])
+
+
+def _rdp_epsilon(history, delta):
+    from opacus.accountants import RDPAccountant
+
+    acc = RDPAccountant()
+    acc.history = [tuple(h) for h in history]
+    return float(acc.get_epsilon(delta=delta, alphas=RDP_ORDERS))
+
+
+def _prv_epsilon(history, delta):
+    from opacus.accountants import PRVAccountant
+
+    acc = PRVAccountant()
+    acc.history = [tuple(h) for h in history]
+    # opacus' default eps_error (0.01 absolute) is coarse for small ε: refine it to
+    # 0.2 % of a first estimate. The result is an upper bound (a guarantee).
+    eps = float(acc.get_epsilon(delta=delta, eps_error=0.01))
+    fine = max(1e-4, 0.002 * eps)
+    if fine < 0.01:
+        eps = float(acc.get_epsilon(delta=delta, eps_error=fine))
+    return eps
+
+
+# name -> (function(history, delta) -> ε, description). Add accountants here.
+ACCOUNTANTS = {
+    "rdp": (_rdp_epsilon, "Rényi DP of the Poisson-subsampled Gaussian (opacus RDPAccountant)"),
+    "prv": (_prv_epsilon, "privacy random variables, numerical composition (opacus PRVAccountant)"),
+}
+
+
+def check_delta(delta, n_examples=None, what="--delta"):
+    """Refuse a missing or meaningless δ; warn-level check of δ < 1/n is returned."""
+    if delta is None:
+        raise InputError(f"{what} is required: a DP guarantee without δ is void")
+    if not (0.0 < delta < 1.0):
+        raise InputError(f"{what} must be in (0, 1), got {delta}")
+    if n_examples is not None and delta >= 1.0 / n_examples:
+        raise InputError(f"{what}={delta} is not below 1/n = 1/{n_examples}: such a δ "
+                         "allows releasing a whole training example; use a smaller δ")
+
+
+def check_history(history):
+    if not history:
+        raise InputError("no privacy steps to account for (steps must be ≥ 1)")
+    for sigma, q, steps in history:
+        if not (sigma > 0) or math.isinf(sigma) or math.isnan(sigma):
+            raise InputError(f"noise multiplier must be a positive number, got {sigma}")
+        if not (0.0 < q <= 1.0):
+            raise InputError(f"sample rate must be in (0, 1], got {q}")
+        if int(steps) != steps or steps < 1:
+            raise InputError(f"steps must be a positive integer, got {steps}")
+
+
+def epsilon(history, delta, accountant="rdp"):
+    """ε spent by a history of Poisson-subsampled Gaussian steps, at δ."""
+    if accountant not in ACCOUNTANTS:
+        raise InputError(f"unknown accountant {accountant!r}; choose from "
+                         f"{', '.join(sorted(ACCOUNTANTS))}")
+    check_delta(delta)
+    check_history(history)
+    return ACCOUNTANTS[accountant][0]([(float(s), float(q), int(t)) for s, q, t in history],
+                                      float(delta))
+
+
+def plan_epsilon(noise_multiplier, sample_rate, steps, delta, accountant="rdp"):
+    """ε of `steps` identical steps (the `nmtfrag privacy --noise-multiplier` plan)."""
+    return epsilon([(noise_multiplier, sample_rate, steps)], delta, accountant)
+
+
+def rates_history(noise_multiplier, rate_segments):
+    """[(q, steps), …] → [(σ, q, steps), …] with consecutive equal rates merged."""
+    out = []
+    for q, steps in rate_segments:
+        if steps <= 0:
+            continue
+        if out and out[-1][1] == q:
+            out[-1] = (noise_multiplier, q, out[-1][2] + steps)
+        else:
+            out.append((noise_multiplier, q, steps))
+    return out
+
+
+def noise_multiplier_for(target_epsilon, delta, rate_segments, accountant="rdp",
+                         rel_tol=0.002):
+    """Smallest σ (within `rel_tol` of ε) whose history reaches at most `target_epsilon`.
+
+    `rate_segments` is [(sample_rate, steps), …] — one segment for a fixed batch size,
+    several for a batch-size schedule.
+    """
+    if target_epsilon is None or not (target_epsilon > 0) or math.isinf(target_epsilon):
+        raise InputError(f"target ε must be a positive number, got {target_epsilon}")
+    check_delta(delta)
+
+    def eps(sigma):
+        return epsilon(rates_history(sigma, rate_segments), delta, accountant)
+
+    lo, hi = 0.0, 1.0
+    while eps(hi) > target_epsilon:
+        lo, hi = hi, hi * 2
+        if hi > 1e6:
+            raise InputError(f"ε = {target_epsilon} at δ = {delta} is out of reach "
+                             "for this sampling plan (σ would exceed 1e6)")
+    # bisection on σ; ε is decreasing in σ
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if eps(mid) > target_epsilon:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-4 * hi:
+            break
+        if target_epsilon - eps(hi) <= rel_tol * target_epsilon and hi - lo <= 0.01 * hi:
+            break
+    return hi
+
+
+def effective_noise_multiplier(noise_multiplier, shards=1):
+    """σ to account with when each of P shards adds its own noise N(0, σ²C²) to its
+    (locally averaged) gradient and the shards are then averaged: the noise of the
+    average, relative to the clip norm of the global mean, is σ√P (Hoory et al. 2021,
+    Eq. 3) — more noise than one device adding σ once."""
+    if shards < 1:
+        raise InputError(f"number of shards must be ≥ 1, got {shards}")
+    return noise_multiplier * math.sqrt(shards)
+
+
+def compose_basic(*guarantees):
+    """Basic composition of (ε, δ) pairs: (Σε, Σδ)."""
+    return (sum(float(e) for e, _ in guarantees), sum(float(d) for _, d in guarantees))
+
+
+def analytic_gaussian_epsilon(noise_std, delta, sensitivity=1.0):
+    """ε of one Gaussian mechanism with L2 sensitivity Δ and noise std σ, by the
+    analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8): the smallest ε with
+    Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) ≤ δ."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    check_delta(delta)
+    s = noise_std / sensitivity
+
+    def log_delta(eps):
+        a = norm.logcdf(0.5 / s - eps * s)
+        b = eps + norm.logcdf(-0.5 / s - eps * s)
+        return a + math.log1p(-math.exp(min(0.0, b - a))) if b < a else -math.inf
+
+    target = math.log(delta)
+    if log_delta(0.0) <= target:
+        return 0.0
+    hi = 1.0
+    while log_delta(hi) > target:
+        hi *= 2
+    return float(brentq(lambda e: log_delta(e) - target, 0.0, hi, xtol=1e-12))
+
+
+def classic_gaussian_epsilon(noise_std, delta, sensitivity=1.0):
+    """ε = (Δ/σ)·√(2 ln(1.25/δ)) (Dwork & Roth 2014, Thm A.1; Hoory et al. 2021,
+    Corollary 1). Valid only when the result is < 1."""
+    check_delta(delta)
+    return sensitivity / noise_std * math.sqrt(2 * math.log(1.25 / delta))

@@ -1,0 +1,80 @@
+"""Writing a release: optional `<P> … </P>` tags, a length check, atomic files.
+
+The length check is the last line of defence for confidentiality: whatever happened
+upstream, no segment longer than `max_len` words (tags not counted) is written, and a
+violation aborts the whole release before any file appears.
+"""
+import contextlib
+import os
+from collections import Counter
+
+from .fileio import atomic_writer
+
+TAG_OPEN, TAG_CLOSE = "<P>", "</P>"
+
+
+def add_tags(segment):
+    """`a b` → `<P> a b </P>`: tags are separate tokens (kept whole through BPE later)."""
+    return f"{TAG_OPEN} {segment} {TAG_CLOSE}"
+
+
+def strip_tags(segment):
+    """Inverse of add_tags for a tagged segment; other segments are returned unchanged."""
+    tokens = segment.split()
+    if len(tokens) >= 2 and tokens[0] == TAG_OPEN and tokens[-1] == TAG_CLOSE:
+        tokens = tokens[1:-1]
+    return " ".join(tokens)
+
+
+class ReleaseTooLong(RuntimeError):
+    """A segment over max_len words reached the writer: a bug, never written."""
+
+
+def release_file_names(src_lang, tgt_lang, with_alignment):
+    names = {"src": f"phrases.{src_lang}", "tgt": f"phrases.{tgt_lang}"}
+    if with_alignment:
+        names["alignment"] = "phrases.extract"
+    return names
+
+
+class ReleaseWriter:
+    """Writes the phrase files of a release atomically, checking every segment.
+
+    Use as a context manager: the files appear (renamed into place) only when the
+    block ends without error.
+    """
+
+    def __init__(self, out_dir, names, max_len, tag):
+        self.out_dir, self.names = out_dir, names
+        self.max_len, self.tag = max_len, tag
+        self.count = 0
+        self.src_lengths, self.tgt_lengths = Counter(), Counter()
+
+    def __enter__(self):
+        self._stack = contextlib.ExitStack()
+        self._files = {role: self._stack.enter_context(
+            atomic_writer(os.path.join(self.out_dir, name)))
+            for role, name in self.names.items()}
+        return self
+
+    def __exit__(self, *exc):
+        return self._stack.__exit__(*exc)
+
+    def write(self, src, tgt, alignment=None):
+        n_src, n_tgt = len(src.split()), len(tgt.split())
+        if not (0 < n_src <= self.max_len and 0 < n_tgt <= self.max_len):
+            raise ReleaseTooLong(f"a segment of {max(n_src, n_tgt)} words exceeds "
+                                 f"max-len {self.max_len}; nothing was released")
+        self.src_lengths[n_src] += 1
+        self.tgt_lengths[n_tgt] += 1
+        self.count += 1
+        if "alignment" in self._files:  # untagged: the indices refer to these words
+            self._files["alignment"].write(f"{src} ||| {tgt} ||| {alignment}\n")
+        if self.tag:
+            src, tgt = add_tags(src), add_tags(tgt)
+        self._files["src"].write(src + "\n")
+        self._files["tgt"].write(tgt + "\n")
+
+    def length_histogram(self):
+        return {"src": {str(k): v for k, v in sorted(self.src_lengths.items())},
+                "tgt": {str(k): v for k, v in sorted(self.tgt_lengths.items())}}
