@@ -16,6 +16,7 @@ from .errors import InputError
 # (subcommand, module) in the order `nmtfrag --help` lists them.
 COMMANDS = [
     ("extract", "nmtfrag.commands.extract"),
+    ("privacy", "nmtfrag.commands.privacy"),
 ]
 
 

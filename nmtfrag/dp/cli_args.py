@@ -50,7 +50,7 @@ def add_arguments(parser):
                         "manifest), added to ε_T by basic composition in the certificate")
     g.add_argument("--dp-shards", type=int, default=1,
                    help="number of devices that each add their own noise before "
-                        "averaging; accounted as noise multiplier σ/√P (default 1)")
+                        "averaging; accounted as noise multiplier σ√P (Hoory et al. 2021 Eq. 3; default 1)")
 
 
 def run(args):
