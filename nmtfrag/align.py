@@ -26,6 +26,29 @@ def _temp_files_in(directory):
         tempfile.tempdir = saved
 
 
+PRIOR_FIELDS = {"LEX": 4, "HMMF": 3, "HMMR": 3, "FERF": 4, "FERR": 4}
+
+
+def check_priors(path):
+    """Refuse a priors file eflomal would choke on (its own reader raises TypeError)."""
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such priors file")
+    with open(path, encoding="utf-8", errors="strict") as f:
+        try:
+            for line_no, line in enumerate(f, 1):
+                fields = line.rstrip("\n").split("\t")
+                try:
+                    ok = PRIOR_FIELDS.get(fields[0]) == len(fields)
+                    float(fields[-1])
+                except ValueError:
+                    ok = False
+                if not ok:
+                    raise InputError(f"{path} line {line_no}: not an eflomal priors line "
+                                     f"(LEX/HMMF/HMMR/FERF/FERR, tab-separated)")
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: invalid UTF-8") from None
+
+
 def align_files(src_path, tgt_path, fwd_path, rev_path, work_dir, priors_path=None,
                 verbose=False):
     """Align tokenised, line-aligned files; write forward and reverse Pharaoh links.
@@ -34,8 +57,8 @@ def align_files(src_path, tgt_path, fwd_path, rev_path, work_dir, priors_path=No
     """
     import eflomal
 
-    if priors_path is not None and not os.path.isfile(priors_path):
-        raise InputError(f"{priors_path}: no such priors file")
+    if priors_path is not None:
+        check_priors(priors_path)
     aligner = eflomal.Aligner()
     with contextlib.ExitStack() as stack:
         src = stack.enter_context(open(src_path, encoding="utf-8"))
@@ -43,11 +66,5 @@ def align_files(src_path, tgt_path, fwd_path, rev_path, work_dir, priors_path=No
         priors = (stack.enter_context(open(priors_path, encoding="utf-8"))
                   if priors_path else None)
         stack.enter_context(_temp_files_in(work_dir))
-        try:
-            aligner.align(src, tgt, links_filename_fwd=fwd_path,
-                          links_filename_rev=rev_path, priors_input=priors,
-                          quiet=not verbose)
-        except (ValueError, IndexError, UnicodeDecodeError) as exc:
-            if priors is not None:
-                raise InputError(f"{priors_path}: not an eflomal priors file ({exc})") from None
-            raise
+        aligner.align(src, tgt, links_filename_fwd=fwd_path, links_filename_rev=rev_path,
+                      priors_input=priors, quiet=not verbose)

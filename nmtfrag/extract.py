@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import __version__
-from .align import ALIGNER_MAX_TOKENS, align_files
+from .align import ALIGNER_MAX_TOKENS, align_files, check_priors
 from .corpus import SkipLog, read_parallel, scan_text_file, validate_parallel
 from .errors import InputError
 from .fileio import (MANIFEST, check_not_input, prepare_output_dir, private_workdir,
@@ -127,6 +127,8 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
     _check_params(max_len, min_len, sample_rate, symmetrize_method, src_lang, tgt_lang)
     timings = {}
     n_lines = validate_parallel(src, tgt)
+    if priors is not None:
+        check_priors(priors)
     if alignments is not None:
         n_align = scan_text_file(alignments)
         if n_align != n_lines:

@@ -269,3 +269,36 @@ def test_help_explains_every_option(capsys):
                    "--pretokenized", "--keep-alignments", "--work-dir", "--keep-work",
                    "--src-lang", "--tgt-lang", "--overwrite"):
         assert option in text
+
+
+def test_priors_are_used_and_bad_priors_refused(corpus, tmp_path, capsys):
+    src, tgt, _ = corpus
+    priors = tmp_path / "public.priors"
+    priors.write_text("LEX\tpatient\tpatient\t5\nLEX\tdosis\tdose\t5\nHMMF\t1\t2\n",
+                      encoding="utf-8")
+    m = extract_release(src, tgt, str(tmp_path / "r"), pretokenized=True,
+                        priors=str(priors)).manifest
+    assert m["params"]["priors"] and m["inputs"]["priors"]["sha256"] == sha(priors)
+    priors.write_text("LEX\tpatient\tpatient\t5\nLEX patient patient 5\n")
+    code = run_cli("extract", "--src", src, "--tgt", tgt, "--out", tmp_path / "r2",
+                   "--pretokenized", "--priors", priors)
+    assert code == 2 and "public.priors line 2" in capsys.readouterr().err
+    assert not (tmp_path / "r2" / "manifest.json").exists()
+
+
+def test_sentences_too_long_for_eflomal_are_skipped_and_counted(corpus, tmp_path):
+    src, tgt, _ = corpus
+    long_src, long_tgt = tmp_path / "l.de", tmp_path / "l.en"
+    long_src.write_text(read(src) + " ".join(["wort"] * 1100) + "\n", encoding="utf-8")
+    long_tgt.write_text(read(tgt) + " ".join(["word"] * 1100) + "\n", encoding="utf-8")
+    m = extract_release(str(long_src), str(long_tgt), str(tmp_path / "r"),
+                        pretokenized=True).manifest
+    assert m["skipped"]["too_long_for_aligner"]["lines"] == [len(DE) + 1]
+    assert m["counts"]["sentence_pairs_used"] == len(DE)
+    # With a given alignment no aligner limit applies.
+    ali = tmp_path / "l.align"
+    ali.write_text("\n".join(diagonal_alignment(s, t) for s, t in zip(DE, EN)) + "\n"
+                   + diagonal_alignment(*[" ".join(["w"] * 1100)] * 2) + "\n")
+    m = extract_release(str(long_src), str(long_tgt), str(tmp_path / "r2"),
+                        pretokenized=True, alignments=str(ali)).manifest
+    assert m["counts"]["sentence_pairs_used"] == len(DE) + 1

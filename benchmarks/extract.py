@@ -1,0 +1,107 @@
+"""Speed and memory of `nmtfrag extract` on a real corpus (default: EMEA train).
+
+Prints, for max-len 4 and 7: alignment, symmetrisation and extraction time, pairs/s and
+peak memory; the ratio of our alignment step to calling `eflomal-align` directly on the
+same files (target ≤ 1.10); and peak memory as the corpus grows (the corpus repeated
+1×, 4×, 16× with its alignment; target: flat). Targets: extraction of EMEA at max-len 7
+under 5 s. Each measurement runs in a fresh subprocess so peak RSS is its own.
+
+    python3 benchmarks/extract.py [--corpus ../shared/data/indomain/EMEA/train]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT = os.path.join(HERE, "..", "..", "shared", "data", "indomain", "EMEA", "train")
+
+CHILD = r"""
+import json, resource, sys
+from nmtfrag.extract import extract_release
+kw = json.loads(sys.argv[1])
+r = extract_release(**kw)
+print(json.dumps({"timings": r.timings, "counts": r.manifest["counts"],
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def run_stage(**kwargs):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(kwargs)], check=True,
+                         capture_output=True, text=True, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def time_raw_eflomal(src, tgt, work):
+    fwd, rev = os.path.join(work, "raw.fwd"), os.path.join(work, "raw.rev")
+    for path in (fwd, rev):
+        if os.path.exists(path):
+            os.unlink(path)
+    t0 = time.perf_counter()
+    subprocess.run(["eflomal-align", "-s", src, "-t", tgt, "-f", fwd, "-r", rev],
+                   check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def repeat_files(paths, times, work, tag):
+    out = []
+    for path in paths:
+        target = os.path.join(work, f"{tag}.{os.path.basename(path)}")
+        with open(path, "rb") as f:
+            data = f.read()
+        with open(target, "wb") as f:
+            f.write(data * times)
+        out.append(target)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", default=DEFAULT, help="prefix of PREFIX.de / PREFIX.en "
+                    "(Moses-tokenised)")
+    ap.add_argument("--repeats", default="1,4,16", help="corpus sizes for the memory test")
+    args = ap.parse_args()
+    src, tgt = args.corpus + ".de", args.corpus + ".en"
+    if not (os.path.exists(src) and os.path.exists(tgt)):
+        sys.exit(f"error: {src} / {tgt} not found (pass --corpus)")
+
+    with tempfile.TemporaryDirectory(prefix="nmtfrag-bench-") as work:
+        print(f"corpus: {args.corpus}.{{de,en}}")
+        print("| max-len | align s | raw eflomal-align s | ratio | symmetrise s | "
+              "extract s | occurrences | pairs/s | peak MB |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        kept = None
+        for max_len in (4, 7):
+            out = os.path.join(work, f"r{max_len}")
+            r = run_stage(src=src, tgt=tgt, out=out, max_len=max_len, sample_rate=0.5,
+                          pretokenized=True, keep_alignments=max_len == 4,
+                          work_dir=work)
+            raw = time_raw_eflomal(src, tgt, work)
+            t = r["timings"]
+            n = r["counts"]["occurrences_extracted"]
+            print(f"| {max_len} | {t['align']:.1f} | {raw:.1f} | {t['align'] / raw:.3f} | "
+                  f"{t['symmetrise']:.2f} | {t['extract']:.2f} | {n} | "
+                  f"{n / t['extract']:,.0f} | {r['peak_rss_mb']:.0f} |")
+            kept = kept or os.path.join(out, "corpus.align")
+
+        print("\nmemory as the corpus grows (max-len 7, given alignment, sample-rate 0.5):")
+        print("| sentence pairs | occurrences | extract s | peak MB |")
+        print("|---|---|---|---|")
+        for times in (int(x) for x in args.repeats.split(",")):
+            s, t, a = repeat_files([src, tgt, kept], times, work, f"x{times}")
+            out = os.path.join(work, f"m{times}")
+            r = run_stage(src=s, tgt=t, out=out, alignments=a, max_len=7, sample_rate=0.5,
+                          pretokenized=True, work_dir=work)
+            print(f"| {r['counts']['sentence_pairs_used']} | "
+                  f"{r['counts']['occurrences_extracted']} | {r['timings']['extract']:.1f} | "
+                  f"{r['peak_rss_mb']:.0f} |")
+            for path in (s, t, a):
+                os.unlink(path)
+
+
+if __name__ == "__main__":
+    main()
