@@ -17,6 +17,7 @@ from .errors import InputError
 COMMANDS = [
     ("extract", "nmtfrag.commands.extract"),
     ("privacy", "nmtfrag.commands.privacy"),
+    ("split", "nmtfrag.commands.split"),
 ]
 
 
