@@ -18,6 +18,7 @@ COMMANDS = [
     ("extract", "nmtfrag.commands.extract"),
     ("privacy", "nmtfrag.commands.privacy"),
     ("split", "nmtfrag.commands.split"),
+    ("stats", "nmtfrag.commands.stats"),
 ]
 
 

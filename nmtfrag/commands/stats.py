@@ -1,0 +1,87 @@
+"""Corpus statistics as in Table 1 of Kim, Bisazza & Turkmen (2021).
+
+For each corpus: sentence pairs, tokens per side, types per side, type/token ratio,
+sentence-length distribution (mean, std, min, median, p90, p99, max, histogram). Prints
+a Markdown report; with --out DIR also writes DIR/report.md, DIR/report.json and
+DIR/manifest.json. Several corpora go into one report: repeat --src/--tgt (and --name),
+or give --dir for a directory holding train/valid/test.<src-lang>/<tgt-lang>.
+
+Tokens are whitespace-separated units as the files stand (right for Moses-tokenised data
+such as the paper's splits); --tokenize Moses-tokenises raw text first, as fairseq's WMT19
+hub interface does.
+
+examples:
+  nmtfrag stats --src train.de --tgt train.en --name EMEA
+  nmtfrag stats --dir data/indomain/EMEA --dir data/indomain/GNOME --out stats/
+"""
+HELP = "sentence, token, type and length statistics of parallel corpora (Markdown, JSON)"
+
+
+def add_arguments(p):
+    p.add_argument("--src", action="append", default=[], metavar="FILE",
+                   help="source side of a corpus (repeat for several corpora)")
+    p.add_argument("--tgt", action="append", default=[], metavar="FILE",
+                   help="target side, line-aligned with the --src of the same position")
+    p.add_argument("--name", action="append", default=[], metavar="NAME",
+                   help="name of the corpus in the report, one per --src (default: the "
+                        "file name without its extension)")
+    p.add_argument("--dir", action="append", default=[], metavar="DIR",
+                   help="a directory with train/valid/test.<src-lang>/.<tgt-lang>; each "
+                        "split present is reported as '<dirname> <split>' (repeatable)")
+    p.add_argument("--src-lang", default="de", metavar="LANG",
+                   help="source language code (file suffix for --dir, tokenizer; "
+                        "default: de)")
+    p.add_argument("--tgt-lang", default="en", metavar="LANG",
+                   help="target language code (default: en)")
+    p.add_argument("--tokenize", action="store_true",
+                   help="Moses-tokenise each line (as fairseq's WMT19 hub does) before "
+                        "counting; default: count whitespace-separated tokens as given")
+    p.add_argument("--out", metavar="DIR",
+                   help="also write DIR/report.md, DIR/report.json and DIR/manifest.json")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a finished report in --out")
+
+
+def run(args):
+    import os
+
+    from ..errors import InputError
+    from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, sha256_file,
+                          tool_versions, write_json)
+    from ..stats import corpus_stats, splits_in_dir, to_markdown
+
+    if len(args.src) != len(args.tgt):
+        raise InputError(f"give one --tgt per --src ({len(args.src)} --src, "
+                         f"{len(args.tgt)} --tgt)")
+    if args.name and len(args.name) != len(args.src):
+        raise InputError(f"give one --name per --src or none ({len(args.name)} --name, "
+                         f"{len(args.src)} --src)")
+    corpora = []
+    for i, (s, t) in enumerate(zip(args.src, args.tgt)):
+        corpora.append((args.name[i] if args.name else None, s, t))
+    for d in args.dir:
+        corpora.extend(splits_in_dir(d, args.src_lang, args.tgt_lang))
+    if not corpora:
+        raise InputError("nothing to count: give --src/--tgt or --dir")
+
+    out = prepare_output_dir(args.out, args.overwrite) if args.out else None
+    results = [corpus_stats(s, t, name=n, src_lang=args.src_lang,
+                            tgt_lang=args.tgt_lang, tokenize=args.tokenize)
+               for n, s, t in corpora]
+    md = to_markdown(results)
+    print(md)
+    if out:
+        report = {"corpora": results, "tokenized_here": args.tokenize,
+                  "conventions": "see nmtfrag/stats.py"}
+        write_json(os.path.join(out, "report.json"), report)
+        with atomic_writer(os.path.join(out, "report.md")) as f:
+            f.write(md)
+        write_json(os.path.join(out, MANIFEST), {
+            "stage": "stats",
+            "params": {"src_lang": args.src_lang, "tgt_lang": args.tgt_lang,
+                       "tokenize": args.tokenize},
+            "inputs": {p: sha256_file(p) for _, s, t in corpora for p in (s, t)},
+            "counts": {r["name"]: r["sentences"] for r in results},
+            "tool_versions": tool_versions("nmtfrag", "sacremoses"),
+        })
+    return 0
