@@ -155,8 +155,10 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         t0 = time.perf_counter()
         if alignments is None:
             fwd, rev = os.path.join(work, "align.fwd"), os.path.join(work, "align.rev")
+            cpu0 = time.process_time()
             align_files(tok_src, tok_tgt, fwd, rev, work, priors, verbose)
             timings["align"] = time.perf_counter() - t0
+            timings["align_cpu"] = time.process_time() - cpu0  # all threads
             t0 = time.perf_counter()
             aligned = _eflomal_alignments(fwd, rev, symmetrize_method, line_numbers,
                                           _tokenised(tok_src, tok_tgt))
