@@ -16,9 +16,11 @@ from .errors import InputError
 # (subcommand, module) in the order `nmtfrag --help` lists them.
 COMMANDS = [
     ("extract", "nmtfrag.commands.extract"),
+    ("vocab", "nmtfrag.commands.vocab"),
     ("privacy", "nmtfrag.commands.privacy"),
     ("split", "nmtfrag.commands.split"),
     ("stats", "nmtfrag.commands.stats"),
+    ("opus2tsv", "nmtfrag.commands.opus2tsv"),
 ]
 
 

@@ -1,0 +1,318 @@
+"""A differentially private vocabulary: noisy thresholded word histogram → BPE codes.
+
+Implements Hoory et al. (2021), "Learning and Evaluating a Differentially Private
+Pre-trained Language Model", §3.2 and Appendix B. A BPE vocabulary learned from the raw
+corpus can leak rare strings (a name, an ID) as whole symbols; learned from a DP
+histogram it reveals only words that many records share.
+
+1. The corpus is cut into *tuples*: by default one tuple per sentence pair (the privacy
+   unit, as in DP-SGD); `--pairs-per-tuple k` makes a block of k consecutive pairs (a
+   document) the unit. Each distinct word counts once per tuple, and at most N
+   (`--tuple-len`) distinct words of a tuple are counted (the rest are dropped and
+   counted in the manifest), so one tuple changes at most N counts by 1: L2
+   sensitivity √N.
+2. Every word present gets Gaussian noise N(0, σ²) on its count.
+3. A word is kept iff its noisy count reaches C = 1 + σ·Φ⁻¹(1 − δ/N). A word only one
+   tuple holds (count 1) then passes with probability exactly δ/N, so the ≤ N words of
+   one tuple pass with probability ≤ δ. (The paper writes σ·erf⁻¹(1 − δ/N), which lacks
+   a √2: its per-word tail is ~4.6e-7 instead of δ/N; see DESIGN.md.)
+4. BPE merges are learned (subword-nmt, `--dict-input` semantics) from the kept words
+   with their rounded noisy counts only — never from the raw corpus — and written in
+   fastBPE format (`a b count`); the vocabulary is the noisy counts of the subwords.
+
+Guarantee: (ε_V, 2δ)-DP per tuple (δ from the Gaussian mechanism, δ from the threshold),
+with ε_V from the analytic Gaussian mechanism (Balle & Wang 2018) at noise σ/√N — used —
+and, for reference, the paper's Corollary 1: ε = (√N/σ)·√(2 ln(1.25/δ)) (valid < 1).
+"""
+import io
+import math
+import re
+from collections import Counter
+
+from ..errors import InputError
+
+
+def threshold(sigma, delta, tuple_len):
+    """C = 1 + σ·Φ⁻¹(1 − δ/N): a count-1 word passes with probability δ/N."""
+    from scipy.stats import norm
+
+    return 1.0 + sigma * float(norm.isf(delta / tuple_len))
+
+
+def paper_threshold(sigma, delta, tuple_len):
+    """Hoory et al.'s printed C = 1 + σ·erf⁻¹(1 − δ/N) (missing √2; reference only)."""
+    from scipy.special import erfinv
+
+    return 1.0 + sigma * float(erfinv(1.0 - delta / tuple_len))
+
+
+def tail_probability(sigma, thr):
+    """P(1 + N(0, σ²) ≥ C): chance that a word held by one tuple is released."""
+    from scipy.stats import norm
+
+    return float(norm.sf((thr - 1.0) / sigma))
+
+
+def vocab_epsilon(sigma, delta, tuple_len):
+    """ε_V of the noisy histogram (L2 sensitivity √N, noise σ) by both methods."""
+    from .accounting import analytic_gaussian_epsilon, classic_gaussian_epsilon
+
+    return {
+        "analytic_gaussian": analytic_gaussian_epsilon(sigma, delta, math.sqrt(tuple_len)),
+        "corollary_1": classic_gaussian_epsilon(sigma, delta, math.sqrt(tuple_len)),
+    }
+
+
+def tuple_counts(tuples, tuple_len, stats=None):
+    """Histogram: each distinct word once per tuple, at most `tuple_len` per tuple."""
+    counts = Counter()
+    stats = stats if stats is not None else {}
+    stats.setdefault("tuples", 0)
+    stats.setdefault("truncated_tuples", 0)
+    stats.setdefault("dropped_words", 0)
+    for words in tuples:
+        distinct = list(dict.fromkeys(words))  # first-occurrence order, deterministic
+        if len(distinct) > tuple_len:
+            stats["truncated_tuples"] += 1
+            stats["dropped_words"] += len(distinct) - tuple_len
+            distinct = distinct[:tuple_len]
+        counts.update(distinct)
+        stats["tuples"] += 1
+    return counts
+
+
+def noisy_threshold(counts, sigma, thr, rng):
+    """{word: noisy count} of the words whose noisy count reaches `thr`."""
+    words = sorted(counts)  # order independent of insertion: same seed → same noise
+    noise = rng.normal(0.0, sigma, size=len(words))
+    return {w: counts[w] + z for w, z in zip(words, noise) if counts[w] + z >= thr}
+
+
+def learn_bpe_codes(noisy, merges, min_frequency=2):
+    """Learn BPE merges from {word: noisy count} with subword-nmt; return
+    [(left, right, frequency), …] in merge order (fastBPE codes)."""
+    import contextlib
+
+    from subword_nmt.learn_bpe import learn_bpe
+
+    if not noisy:
+        return []
+    dict_text = "".join(f"{w} {max(1, int(round(c)))}\n" for w, c in sorted(noisy.items()))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err):
+        learn_bpe(io.StringIO(dict_text), out, merges, min_frequency=min_frequency,
+                  verbose=True, is_dict=True)
+    pairs = [ln.split(" ") for ln in out.getvalue().splitlines()
+             if ln and not ln.startswith("#version")]
+    freqs = [int(m) for m in re.findall(r"pair \d+: \S+ \S+ -> \S+ \(frequency (\d+)\)",
+                                        err.getvalue())]
+    if len(freqs) != len(pairs):
+        raise RuntimeError("could not read merge frequencies from subword-nmt")
+    return [(a, b, f) for (a, b), f in zip(pairs, freqs)]
+
+
+def write_codes(codes, path):
+    from ..fileio import atomic_writer
+
+    with atomic_writer(path) as f:
+        for a, b, freq in codes:
+            f.write(f"{a} {b} {freq}\n")
+
+
+def subword_vocab(noisy, codes_path):
+    """Noisy subword counts: each kept word's BPE pieces get its (rounded) noisy count."""
+    import fastBPE
+
+    words = sorted(noisy)
+    if not words:
+        return Counter()
+    bpe = fastBPE.fastBPE(codes_path)
+    vocab = Counter()
+    for w, seg in zip(words, bpe.apply(words)):
+        for piece in seg.split():
+            vocab[piece] += max(1, int(round(noisy[w])))
+    return vocab
+
+
+def write_fairseq_dict(vocab, path):
+    from ..fileio import atomic_writer
+
+    with atomic_writer(path) as f:
+        for sym, c in sorted(vocab.items(), key=lambda kv: (-kv[1], kv[0])):
+            f.write(f"{sym} {c}\n")
+
+
+def corpus_tuples(pairs, pairs_per_tuple=1):
+    """Group an iterable of (src_tokens, tgt_tokens) into tuples of words."""
+    block = []
+    k = 0
+    for src, tgt in pairs:
+        block.extend(src)
+        block.extend(tgt)
+        k += 1
+        if k == pairs_per_tuple:
+            yield block
+            block, k = [], 0
+    if block:
+        yield block
+
+
+def dp_vocabulary(pairs, sigma, delta, tuple_len, merges, seed=1, pairs_per_tuple=1,
+                  min_frequency=2):
+    """Run the whole DP-vocabulary mechanism on an iterable of (src_tokens, tgt_tokens).
+
+    Returns a dict with `noisy` ({word: noisy count} of the kept words), `codes`
+    (fastBPE merges), the threshold, ε_V by both methods and counts. Only `noisy` and
+    what is derived from it is DP; `stats` holds corpus-level counts for the manifest.
+    """
+    import numpy as np
+
+    if sigma is None or not sigma > 0:
+        raise InputError(f"--sigma must be positive, got {sigma}")
+    if delta is None or not 0 < delta < 1:
+        raise InputError("--delta is required and must be in (0, 1): a DP vocabulary "
+                         "without δ is void")
+    if tuple_len < 1 or pairs_per_tuple < 1:
+        raise InputError("--tuple-len and --pairs-per-tuple must be ≥ 1")
+    stats = {}
+    counts = tuple_counts(corpus_tuples(pairs, pairs_per_tuple), tuple_len, stats)
+    thr = threshold(sigma, delta, tuple_len)
+    rng = np.random.default_rng(seed)
+    noisy = noisy_threshold(counts, sigma, thr, rng)
+    codes = learn_bpe_codes(noisy, merges, min_frequency=min_frequency)
+    eps = vocab_epsilon(sigma, delta, tuple_len)
+    stats.update(distinct_words=len(counts), kept_words=len(noisy), merges=len(codes))
+    return {
+        "noisy": noisy, "codes": codes, "threshold": thr,
+        "paper_threshold": paper_threshold(sigma, delta, tuple_len),
+        "tail_probability": tail_probability(sigma, thr),
+        "epsilon": eps, "stats": stats,
+        "privacy": {"epsilon": eps["analytic_gaussian"], "delta": 2 * delta,
+                    "method": "analytic Gaussian mechanism (Balle & Wang 2018) at "
+                              "sensitivity √N, plus δ for the threshold",
+                    "epsilon_corollary_1": eps["corollary_1"],
+                    "sigma": sigma, "tuple_len": tuple_len,
+                    "pairs_per_tuple": pairs_per_tuple, "threshold": thr,
+                    "unit": ("one sentence pair" if pairs_per_tuple == 1 else
+                             f"a block of {pairs_per_tuple} consecutive sentence pairs")},
+    }
+
+
+# --- --extend BASE_MODEL: teach a pretrained model DP-selected domain words ----------
+
+def _pieces_to_codes_space(pieces):
+    """fastBPE output pieces ('ab@@', 'c') → codes symbols ('ab', 'c</w>')."""
+    return [p[:-2] for p in pieces[:-1]] + [pieces[-1] + "</w>"]
+
+
+def _codes_to_dict_symbol(sym):
+    return sym[:-4] if sym.endswith("</w>") else sym + "@@"
+
+
+def plan_extension(noisy, base_codes_path, base_symbols, min_pieces=3, max_new_words=1000):
+    """Choose DP-selected words the base BPE shatters into ≥ `min_pieces` pieces and
+    build the merges that make each a single symbol.
+
+    The new merges are appended after the base merges, so fastBPE applies them only to
+    a word's final base segmentation (ranked last). Returns a dict with `words`
+    [(word, base pieces)], `merges` [(a, b)], `symbols` {new dict symbol: [base pieces]}.
+    """
+    import fastBPE
+
+    words = sorted(noisy, key=lambda w: (-noisy[w], w))
+    bpe = fastBPE.fastBPE(base_codes_path)
+    chosen, merges, symbols, seen_merges = [], [], {}, set()
+    for w, seg in zip(words, bpe.apply(words)):
+        pieces = seg.split()
+        if len(pieces) < min_pieces or w in base_symbols:
+            continue
+        if any(p not in base_symbols for p in pieces):
+            continue  # a piece unknown to the base model: no embedding to start from
+        chosen.append((w, pieces))
+        codes = _pieces_to_codes_space(pieces)
+        cur = codes[0]
+        for k, nxt in enumerate(codes[1:], start=1):
+            new = cur + nxt
+            if (cur, nxt) not in seen_merges:
+                seen_merges.add((cur, nxt))
+                merges.append((cur, nxt))
+            sym = _codes_to_dict_symbol(new)
+            if sym not in base_symbols and sym not in symbols:
+                symbols[sym] = pieces[:k + 1]
+            cur = new
+        if len(chosen) >= max_new_words:
+            break
+    return {"words": chosen, "merges": merges, "symbols": symbols}
+
+
+def _read_dict_symbols(path):
+    with open(path, encoding="utf-8") as f:
+        return [ln.rsplit(" ", 1)[0] for ln in f if ln.strip()]
+
+
+def extend_model(base_dir, out_dir, noisy, min_pieces=3, max_new_words=1000,
+                 checkpoint="model.pt", src_lang="de", tgt_lang="en"):
+    """Write OUT_DIR: BASE_DIR's model with the planned new symbols appended to its
+    dictionaries, their merges appended to its bpecodes, and new embedding rows set to
+    the mean of the base pieces' rows (encoder, decoder and output projection)."""
+    import os
+
+    import torch
+
+    from ..fileio import atomic_writer
+
+    codes_path = os.path.join(base_dir, "bpecodes")
+    dict_paths = {lang: os.path.join(base_dir, f"dict.{lang}.txt") for lang in (src_lang, tgt_lang)}
+    ckpt_path = os.path.join(base_dir, checkpoint)
+    for p in [codes_path, ckpt_path, *dict_paths.values()]:
+        if not os.path.isfile(p):
+            raise InputError(f"--extend: {p} not found (expected a WMT19-layout model dir)")
+    syms = {lang: _read_dict_symbols(p) for lang, p in dict_paths.items()}
+    plan = plan_extension(noisy, codes_path, set(syms[src_lang]) & set(syms[tgt_lang]),
+                          min_pieces, max_new_words)
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    model = state["model"]
+    new_syms = list(plan["symbols"])
+    keys_by_lang = {src_lang: ["encoder.embed_tokens.weight"],
+                    tgt_lang: ["decoder.embed_tokens.weight",
+                               "decoder.output_projection.weight"]}
+    for lang in (src_lang, tgt_lang):
+        # fairseq Dictionary: 4 specials (<s> <pad> </s> <unk>) precede the file's lines
+        index = {s: i + 4 for i, s in enumerate(syms[lang])}
+        for key in keys_by_lang[lang]:
+            if key not in model:
+                continue
+            w = model[key]
+            if w.shape[0] != len(syms[lang]) + 4:
+                raise InputError(f"--extend: {key} has {w.shape[0]} rows but dict.{lang}.txt "
+                                 f"implies {len(syms[lang]) + 4}")
+            rows = [w[[index[p] for p in plan["symbols"][s]]].float().mean(0).to(w.dtype)
+                    for s in new_syms]
+            if rows:
+                model[key] = torch.cat([w, torch.stack(rows)], 0)
+    os.makedirs(out_dir, exist_ok=True)
+    with atomic_writer(os.path.join(out_dir, checkpoint), "wb") as f:
+        torch.save(state, f)
+    for lang, p in dict_paths.items():
+        with open(p, encoding="utf-8") as src, \
+                atomic_writer(os.path.join(out_dir, f"dict.{lang}.txt")) as dst:
+            dst.write(src.read())
+            dst.writelines(f"{s} 0\n" for s in new_syms)
+    with open(codes_path, encoding="utf-8") as src, \
+            atomic_writer(os.path.join(out_dir, "bpecodes")) as dst:
+        base = src.read()
+        dst.write(base if base.endswith("\n") or not base else base + "\n")
+        dst.writelines(f"{a} {b} 1\n" for a, b in plan["merges"])
+    # side effect on other words: how many kept words segment differently now
+    import fastBPE
+
+    words = sorted(noisy)
+    changed = 0
+    if words:
+        old = fastBPE.fastBPE(codes_path).apply(words)
+        new = fastBPE.fastBPE(os.path.join(out_dir, "bpecodes")).apply(words)
+        chosen = {w for w, _ in plan["words"]}
+        changed = sum(1 for w, a, b in zip(words, old, new) if a != b and w not in chosen)
+    return {"new_words": len(plan["words"]), "new_symbols": len(new_syms),
+            "new_merges": len(plan["merges"]), "other_words_resegmented": changed,
+            "examples": [[w, " ".join(p)] for w, p in plan["words"][:20]]}
