@@ -1,0 +1,9 @@
+"""Confidentiality audits: how much of a corpus can be rebuilt from a release, and how
+much a trained model gives planted secrets away.
+
+- `reconstruct`: the attack on a phrase-pair release (it reads only the release);
+- `reconstruction_score`: scores the attack's chains against the original corpus;
+- `canaries`: plants synthetic sentence pairs carrying random secrets in a corpus;
+- `exposure`: exposure (Carlini et al. 2019) and verbatim extraction of those secrets;
+- `compare`: one report putting every approach side by side (BLEU × leakage × ε).
+"""

@@ -1,0 +1,321 @@
+"""Reconstruction attack on a phrase-pair release: rebuild the longest text it can justify.
+
+In the spirit of Gallé & Tealdi (2015), "Reconstructing textual documents from n-grams"
+(KDD), which chains a document's n-grams on a de Bruijn-style graph and keeps the paths
+that are not ambiguous, here extended to bilingual phrase pairs: a pair pins both sides,
+so two fragments are chained only if their targets overlap AND their sources overlap
+consistently. Why: a data owner must know how much of the confidential corpus a
+receiver could rebuild from `phrases.*` alone before releasing them.
+
+The adversary sees only the release (shuffled, subsampled, tagged or not, duplicates
+kept). The algorithm (deterministic and independent of the release's line order):
+
+1. read both sides, strip `<P> … </P>` tags, count duplicate pairs (the counts are the
+   graph's multiplicities; a chain reports the smallest count along it as its support);
+2. collapse widening variants: among pairs with the same target, a pair whose source is
+   a substring of another's source is dropped (the wider one carries the same evidence);
+3. overlap graph with best overlaps: the right-extension candidates of fragment A are
+   the fragments B whose target starts with the longest proper suffix of A's target
+   (length o ≥ `min_overlap`, and B's target longer than o) for which any such B exists
+   whose source also overlaps A's source at a unique best placement (≥ 1 shared token).
+   The candidate set is accepted only if its members agree with each other (each
+   target is a prefix of the longest one, and the sources, once placed against A's,
+   agree position by position); its representative (longest target, then longest
+   source) is A's successor. Left extension is symmetric (predecessor);
+4. an edge A→B is kept only if B is A's successor AND A is B's predecessor (a mutual,
+   unambiguous best overlap), so the graph falls into simple paths; a cycle (a text
+   that repeats itself) is cut before its smallest fragment;
+5. each path is merged into a chain: targets by their overlaps, sources by the
+   placements; a source conflict along a path ends the chain there.
+
+Fragments that join nothing are chains of one fragment. The output is a list of
+`Chain(src, tgt, fragments, support)` sorted by (tgt, src).
+"""
+import os
+from collections import Counter
+from dataclasses import dataclass
+
+from ..corpus import validate_parallel
+from ..errors import InputError
+from ..fileio import MANIFEST, read_json, sha256_file
+
+TAG_OPEN, TAG_CLOSE = "<P>", "</P>"
+
+
+@dataclass(frozen=True)
+class Chain:
+    src: tuple  # source tokens
+    tgt: tuple  # target tokens
+    fragments: int  # distinct release fragments merged into it
+    support: int  # smallest multiplicity (duplicate count) of those fragments
+
+
+# --------------------------------------------------------------------------- reading
+
+def _strip(tokens):
+    if len(tokens) >= 2 and tokens[0] == TAG_OPEN and tokens[-1] == TAG_CLOSE:
+        return tokens[1:-1]
+    return tokens
+
+
+def read_release(release_dir, src_file=None, tgt_file=None):
+    """Phrase pairs of a release as (src_tokens, tgt_tokens) tuples, plus facts about it.
+
+    File names come from `manifest.json` (`files.src`, `files.tgt`) when there is one,
+    else `phrases.de` / `phrases.en` unless given. Tags are stripped when the manifest
+    says `tag: true`, or, without a manifest, when every line of both sides is tagged.
+    """
+    manifest_path = os.path.join(release_dir, MANIFEST)
+    manifest = read_json(manifest_path) if os.path.exists(manifest_path) else {}
+    if manifest and manifest.get("kind") not in (None, "nmtfrag-release"):
+        raise InputError(f"{manifest_path}: not a release manifest "
+                         f"(kind={manifest.get('kind')!r})")
+    files = manifest.get("files", {})
+    params = manifest.get("params", {})
+    src_path = os.path.join(release_dir, src_file or files.get("src", "phrases.de"))
+    tgt_path = os.path.join(release_dir, tgt_file or files.get("tgt", "phrases.en"))
+    validate_parallel(src_path, tgt_path)
+    raw = []
+    with open(src_path, encoding="utf-8") as fs, open(tgt_path, encoding="utf-8") as ft:
+        for line_no, (s, t) in enumerate(zip(fs, ft), 1):
+            s, t = s.split(), t.split()
+            if not s or not t:
+                raise InputError(f"{src_path}/{tgt_path} line {line_no}: empty phrase; "
+                                 f"not a release written by nmtfrag extract")
+            raw.append((tuple(s), tuple(t)))
+    if "tag" in params:
+        tagged = bool(params["tag"])
+    else:
+        tagged = all(s[0] == TAG_OPEN and s[-1] == TAG_CLOSE and t[0] == TAG_OPEN
+                     and t[-1] == TAG_CLOSE and len(s) > 2 and len(t) > 2 for s, t in raw)
+    pairs = []
+    for line_no, (s, t) in enumerate(raw, 1):
+        if tagged:
+            s, t = _strip(s), _strip(t)
+            if not s or not t:
+                raise InputError(f"{src_path} line {line_no}: a tagged phrase with no words")
+        pairs.append((s, t))
+    info = {
+        "src_file": src_path, "tgt_file": tgt_path, "lines": len(pairs), "tagged": tagged,
+        "params": params, "sha256": {"src": sha256_file(src_path), "tgt": sha256_file(tgt_path)},
+        "max_len_observed": max((max(len(s), len(t)) for s, t in pairs), default=0),
+    }
+    return pairs, info
+
+
+# --------------------------------------------------------------------------- attack
+
+def _placement(a, b):
+    """Offset of b's start relative to a's start where they overlap (≥ 1 token) and agree,
+    choosing the largest overlap; None if there is none or the best is not unique."""
+    la, lb = len(a), len(b)
+    best, best_d, tie = 0, None, False
+    for d in range(-(lb - 1), la):
+        lo, hi = max(0, d), min(la, d + lb)
+        n = hi - lo
+        if n < best or a[lo:hi] != b[lo - d:hi - d]:
+            continue
+        if n > best:
+            best, best_d, tie = n, d, False
+        else:
+            tie = True
+    return None if tie else best_d
+
+
+def _collapse_variants(frags):
+    """Indices of fragments to keep: drop a source contained in another source with the
+    same target (Moses emits every widening over unaligned boundary words)."""
+    by_tgt = {}
+    for i, (s, t) in enumerate(frags):
+        by_tgt.setdefault(t, []).append(i)
+    keep = []
+    for ids in by_tgt.values():
+        if len(ids) == 1:
+            keep.append(ids[0])
+            continue
+        ids.sort(key=lambda i: (-len(frags[i][0]), i))
+        kept = []
+        for i in ids:
+            s = frags[i][0]
+            if not any(_contains(frags[k][0], s) for k in kept if len(frags[k][0]) > len(s)):
+                kept.append(i)
+        keep.extend(kept)
+    keep.sort()
+    return keep
+
+
+def _contains(big, small):
+    n = len(small)
+    return any(big[i:i + n] == small for i in range(len(big) - n + 1))
+
+
+def _agreeing(items, frags, right):
+    """Representative of candidate set `items` [(id, offset)] if they agree, else None."""
+    if len(items) == 1:
+        return items[0]
+    longest = max(len(frags[i][1]) for i, _ in items)
+    ref = next(frags[i][1] for i, _ in items if len(frags[i][1]) == longest)
+    pos = {}
+    for i, d in items:
+        t = frags[i][1]
+        if (ref[:len(t)] if right else ref[len(ref) - len(t):]) != t:
+            return None
+        for k, tok in enumerate(frags[i][0]):
+            have = pos.setdefault(d + k, tok)
+            if have != tok:
+                return None
+    return max(items, key=lambda x: (len(frags[x[0]][1]), len(frags[x[0]][0]), -x[0]))
+
+
+def _build_index(frags, lmax, right):
+    """right=True: prefixes (for successors); False: suffixes (for predecessors).
+
+    Overlap o ≥ 2 is keyed by the target o-gram; o = 1 also by one source token, since
+    a one-word overlap ("the") has thousands of candidates and a candidate must share
+    at least one source token anyway.
+    """
+    index = {o: {} for o in range(1, lmax)}
+    for i, (s, t) in enumerate(frags):
+        lt = len(t)
+        for o in range(1, lt):
+            key = t[:o] if right else t[lt - o:]
+            if o == 1:
+                for tok in set(s):
+                    index[1].setdefault((key[0], tok), []).append(i)
+            else:
+                index[o].setdefault(key, []).append(i)
+    return index
+
+
+def _best_neighbours(frags, index, lmax, min_overlap, right, progress=None):
+    """For each fragment: (neighbour id, source offset of the neighbour, overlap) or None."""
+    out = [None] * len(frags)
+    for a, (sa, ta) in enumerate(frags):
+        la = len(ta)
+        for o in range(min(la - 1, lmax - 1), min_overlap - 1, -1):
+            key = ta[la - o:] if right else ta[:o]
+            if o == 1:
+                cand = set()
+                for tok in set(sa):
+                    cand.update(index[1].get((key[0], tok), ()))
+                cand = sorted(cand)
+            else:
+                cand = index[o].get(key, ())
+            items = []
+            for b in cand:
+                if b == a:
+                    continue
+                d = _placement(sa, frags[b][0])
+                if d is not None:
+                    items.append((b, d))
+            if items:
+                rep = _agreeing(items, frags, right)
+                if rep is not None:
+                    out[a] = (rep[0], rep[1], o)
+                break
+        if progress is not None:
+            progress.update(1)
+    return out
+
+
+def reconstruct(pairs, min_overlap=None, show_progress=False):
+    """Chain the release's phrase pairs into the longest fragments they justify.
+
+    `pairs`: iterable of (src_tokens, tgt_tokens) (tags already stripped).
+    `min_overlap`: fewest target words two fragments must share to be chained; default
+    2 (1 when no fragment is longer than 2 words): a single shared word pair, such as a
+    sentence-final word that starts another sentence, is too weak to justify a join.
+    Returns (chains, stats).
+    """
+    from ..fileio import progress as make_progress
+
+    if min_overlap is not None and min_overlap < 1:
+        raise InputError("--min-overlap must be at least 1")
+    counts = Counter((tuple(s), tuple(t)) for s, t in pairs)
+    # Integer ids from the sorted vocabularies: the result cannot depend on line order.
+    src_vocab = {w: i for i, w in enumerate(sorted({w for s, _ in counts for w in s}))}
+    tgt_vocab = {w: i for i, w in enumerate(sorted({w for _, t in counts for w in t}))}
+    encoded = sorted(((tuple(src_vocab[w] for w in s), tuple(tgt_vocab[w] for w in t)), c)
+                     for (s, t), c in counts.items())
+    frags_all = [p for p, _ in encoded]
+    mult_all = [c for _, c in encoded]
+    keep = _collapse_variants(frags_all)
+    frags = [frags_all[i] for i in keep]
+    mult = [mult_all[i] for i in keep]
+    lmax = max((len(t) for _, t in frags), default=0)
+    if min_overlap is None:
+        min_overlap = 2 if lmax >= 3 else 1
+
+    bar = make_progress(total=2 * len(frags), desc="overlaps") if show_progress else None
+    succ = _best_neighbours(frags, _build_index(frags, lmax, True), lmax, min_overlap,
+                            True, bar)
+    pred = _best_neighbours(frags, _build_index(frags, lmax, False), lmax, min_overlap,
+                            False, bar)
+    if bar is not None:
+        bar.close()
+    nxt, has_prev = {}, set()
+    for a, s in enumerate(succ):
+        if s is not None and pred[s[0]] is not None and pred[s[0]][0] == a:
+            nxt[a] = s
+            has_prev.add(s[0])
+
+    chains_enc = []
+    visited = [False] * len(frags)
+
+    def walk(start):
+        cur, off = start, 0
+        src_pos = {off + k: tok for k, tok in enumerate(frags[cur][0])}
+        tgt = list(frags[cur][1])
+        members = [cur]
+        visited[cur] = True
+        while cur in nxt:
+            b, d, o = nxt[cur]
+            if visited[b]:
+                break  # closes a cycle
+            off_b = off + d
+            sb, tb = frags[b]
+            if any(src_pos.get(off_b + k, tok) != tok for k, tok in enumerate(sb)):
+                emit(src_pos, tgt, members)  # the sources disagree: end the chain here
+                off_b, src_pos, tgt, members = 0, {}, list(tb[:o]), []
+            for k, tok in enumerate(sb):
+                src_pos[off_b + k] = tok
+            tgt.extend(tb[o:])
+            members.append(b)
+            visited[b] = True
+            cur, off = b, off_b
+        emit(src_pos, tgt, members)
+
+    def emit(src_pos, tgt, members):
+        lo, hi = min(src_pos), max(src_pos)
+        src = tuple(src_pos[p] for p in range(lo, hi + 1))
+        chains_enc.append((src, tuple(tgt), len(members), min(mult[m] for m in members)))
+
+    for a in range(len(frags)):
+        if a not in has_prev and not visited[a]:
+            walk(a)
+    for a in range(len(frags)):  # what is left lies on cycles
+        if not visited[a]:
+            walk(a)
+
+    src_words = sorted(src_vocab, key=src_vocab.get)
+    tgt_words = sorted(tgt_vocab, key=tgt_vocab.get)
+    chains = {}
+    for s, t, n, sup in chains_enc:
+        key = (tuple(src_words[i] for i in s), tuple(tgt_words[i] for i in t))
+        old = chains.get(key)
+        if old is None or (n, sup) > (old.fragments, old.support):
+            chains[key] = Chain(key[0], key[1], n, sup)
+    result = [chains[k] for k in sorted(chains, key=lambda k: (k[1], k[0]))]
+    stats = {
+        "pairs": sum(counts.values()),
+        "distinct_pairs": len(frags_all),
+        "widening_variants_collapsed": len(frags_all) - len(frags),
+        "fragments": len(frags),
+        "edges": len(nxt),
+        "chains": len(result),
+        "chains_longer_than_any_fragment": sum(1 for c in result if len(c.tgt) > lmax),
+        "longest_chain_tgt": max((len(c.tgt) for c in result), default=0),
+        "longest_chain_src": max((len(c.src) for c in result), default=0),
+        "min_overlap": min_overlap,
+    }
+    return result, stats
