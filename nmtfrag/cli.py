@@ -21,6 +21,7 @@ COMMANDS = [
     ("split", "nmtfrag.commands.split"),
     ("stats", "nmtfrag.commands.stats"),
     ("opus2tsv", "nmtfrag.commands.opus2tsv"),
+    ("audit", "nmtfrag.commands.audit"),
 ]
 
 

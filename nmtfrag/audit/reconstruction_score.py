@@ -235,9 +235,10 @@ def audit_reconstruction(release, src, tgt, out, *, min_overlap=None, pretokeniz
     which are confidential: they are rebuilt pieces of the corpus)."""
     from .reconstruct import reconstruct, read_release
 
-    out = prepare_output_dir(out, overwrite)
     t0 = time.time()
     pairs, info = read_release(release)
+    validate_parallel(src, tgt)
+    out = prepare_output_dir(out, overwrite)
     params = info["params"]
     chains, attack_stats = reconstruct(pairs, min_overlap=min_overlap,
                                        show_progress=show_progress)
