@@ -52,8 +52,15 @@ def test_no_report_crosses_splits():
         assert len(pairs) == SPLITS[split]
         for report_id, _, _ in pairs:
             assert owners.setdefault(report_id, split) == split, report_id
-    # invented patient names (the audit's secrets) are never shared between splits
-    names = {split: {de.split(" ")[1] + " " + de.split(" ")[2] for _, de, _ in pairs
-                     if de.startswith(("Frau ", "Herr "))}
+    # every invented person (patient, physician, reporter) belongs to one report, so
+    # no full name — a secret for the audit — occurs in two splits
+    import re
+    first = "|".join(make_demo.FEMALE_FIRST + make_demo.MALE_FIRST)
+    last = "|".join(re.escape(x) for x in make_demo.SURNAMES)
+    name = re.compile(rf"\b(?:{first}) (?:{last})\b")
+    names = {split: {n for _, de, en in pairs for n in name.findall(de + " " + en)}
              for split, pairs in splits.items()}
+    assert len(names["train"]) > 100
     assert not names["train"] & names["test"]
+    assert not names["train"] & names["valid"]
+    assert not names["valid"] & names["test"]
