@@ -48,9 +48,6 @@ def add_arguments(parser):
     g.add_argument("--dp-vocab-epsilon", type=float, default=0.0,
                    help="ε_V already spent on the vocabulary (from `nmtfrag vocab --dp`'s "
                         "manifest), added to ε_T by basic composition in the certificate")
-    g.add_argument("--dp-shards", type=int, default=1,
-                   help="number of devices that each add their own noise before "
-                        "averaging; accounted as noise multiplier σ√P (Hoory et al. 2021 Eq. 3; default 1)")
 
 
 def run(args):

@@ -1,0 +1,155 @@
+"""Exact per-example gradients of fairseq's TransformerModel with opacus hooks.
+
+Why: DP-SGD (Abadi et al. 2016) clips each example's gradient, so it needs the
+gradient of every example separately. opacus' GradSampleModule computes them with
+forward/backward hooks on each layer, but on fairseq's Transformer it is wrong or
+crashes without three runtime fixes (checked against a per-example autograd loop,
+tests/test_dp_sgd.py):
+
+1. `MultiheadAttention.forward` does `q *= self.scaling` in place on the output of the
+   hooked `q_proj`; full backward hooks return that output as a view, and the in-place
+   op then breaks backward. Fix: `q_proj` gets a Linear subclass whose call returns a
+   copy of the hooked output (same parameters, same state-dict keys).
+2. The attention fast path (`F.multi_head_attention_forward`) uses the projection
+   weights directly and never calls the q/k/v/out modules, so their hooks never fire.
+   Fix: set each attention module's skip-embed-dim-check flag, which forces fairseq's
+   Python path.
+3. opacus assumes one global `batch_first`, but embeddings (and the decoder's output
+   projection) see batch-first tensors while the layers inside the encoder and decoder
+   run time-first (T×B×C). Fix: a per-module batch dimension, by position in the model,
+   checked on every pass against the real batch size.
+
+Tied (shared) embedding matrices get the sum of their per-example contributions, as
+autograd does; a module shared by encoder and decoder (--share-all-embeddings) is hooked
+once (opacus would hook it twice and double its per-example gradients). Layers without a grad sampler are refused (no silent functorch
+fallback): the model must consist of Linear, Embedding and LayerNorm layers.
+"""
+import torch
+from torch import nn
+
+from ..errors import InputError
+
+SUPPORTED = (nn.Linear, nn.Embedding, nn.LayerNorm)
+_TIME_FIRST_PREFIXES = ("encoder.layers.", "decoder.layers.", "encoder.layer_norm",
+                        "decoder.layer_norm")
+
+
+class CopyOutputLinear(nn.Linear):
+    """nn.Linear whose call returns a copy of its (hook-wrapped) output, so that callers
+    may modify it in place (fairseq's `q *= self.scaling`)."""
+
+    def __call__(self, *args, **kwargs):
+        return super().__call__(*args, **kwargs).clone()
+
+
+def _batch_dim(name):
+    return 1 if name.startswith(_TIME_FIRST_PREFIXES) else 0
+
+
+def prepare_model(model):
+    """Apply fixes 1–3 to a fairseq TransformerModel in place; refuse unsupported layers.
+
+    Returns {module name: batch dim} for the modules that own trainable parameters.
+    """
+    from fairseq.modules.multihead_attention import MultiheadAttention
+
+    dims = {}
+    for name, module in model.named_modules():
+        if isinstance(module, MultiheadAttention):
+            module._set_skip_embed_dim_check()            # fix 2
+            if type(module.q_proj) is nn.Linear:
+                module.q_proj.__class__ = CopyOutputLinear  # fix 1
+            elif not isinstance(module.q_proj, CopyOutputLinear):
+                raise InputError(f"DP: {name}.q_proj is a {type(module.q_proj).__name__} "
+                                 "(quantisation noise?), which DP-SGD does not support")
+        own = [p for p in module.parameters(recurse=False) if p.requires_grad]
+        if not own:
+            continue
+        if not isinstance(module, SUPPORTED):
+            raise InputError(f"DP: layer {name} ({type(module).__name__}) has no exact "
+                             "per-example gradient in nmtfrag: a model with unsupported "
+                             "layers would void the DP guarantee")
+        module._nmtfrag_batch_dim = _batch_dim(name)   # fix 3
+        dims[name] = module._nmtfrag_batch_dim
+    for name, buf in model.named_buffers():
+        if buf.dtype.is_floating_point and "positions" not in name and \
+                "_float_tensor" not in name and "version" not in name:
+            raise InputError(f"DP: buffer {name} (batch statistics?) is not supported")
+    return dims
+
+
+def restore_model(model):
+    """Undo fix 1 (plain nn.Linear again), e.g. before saving or exporting the model."""
+    for module in model.modules():
+        if type(module) is CopyOutputLinear:
+            module.__class__ = nn.Linear
+
+
+def _grad_sample_module_class():
+    from opacus.grad_sample import GradSampleModule
+
+    if CopyOutputLinear not in GradSampleModule.GRAD_SAMPLERS:
+        GradSampleModule.GRAD_SAMPLERS[CopyOutputLinear] = \
+            GradSampleModule.GRAD_SAMPLERS[nn.Linear]
+
+    class FairseqGradSampleModule(GradSampleModule):
+        """GradSampleModule with a per-module batch dimension (fix 3)."""
+
+        expected_batch_size = None
+
+        def iterate_submodules(self, module):
+            # A module reachable twice (fairseq's shared encoder/decoder embedding
+            # with --share-all-embeddings) must be hooked once, or every per-example
+            # gradient through it is counted twice (opacus does not deduplicate).
+            seen = set()
+            for m in super().iterate_submodules(module):
+                if id(m) not in seen:
+                    seen.add(id(m))
+                    yield m
+
+        def capture_backprops_hook(self, module, _forward_input, forward_output,
+                                   loss_reduction, batch_first):
+            dim = getattr(module, "_nmtfrag_batch_dim", 0)
+            n = self.expected_batch_size
+            if n is not None and hasattr(module, "activations") and module.activations:
+                got = module.activations[-1][0].shape[dim]
+                if got != n:
+                    raise RuntimeError(
+                        f"per-example gradients: {type(module).__name__} sees batch size "
+                        f"{got} on dim {dim}, expected {n}: unsupported model layout")
+            return super().capture_backprops_hook(module, _forward_input, forward_output,
+                                                  loss_reduction, batch_first=(dim == 0))
+
+    return FairseqGradSampleModule
+
+
+def wrap(model):
+    """prepare_model + opacus hooks; per-example gradients of a *summed* loss appear in
+    `p.grad_sample` (batch × param shape) after `loss.backward()`."""
+    prepare_model(model)
+    cls = _grad_sample_module_class()
+    return cls(model, batch_first=True, loss_reduction="sum", strict=False)
+
+
+def example_losses(model, sample, label_smoothing=0.0, pad_idx=1):
+    """Per-example training losses (label-smoothed NLL summed over each target), in the
+    collated order of `sample` (see sample["id"] for the dataset indices)."""
+    from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+
+    net_output = model(**sample["net_input"])
+    lprobs = model.get_normalized_probs(net_output, log_probs=True)
+    target = sample["target"]
+    loss, _ = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), target.view(-1, 1),
+                                      label_smoothing, ignore_index=pad_idx, reduce=False)
+    return loss.view(target.shape).sum(dim=1)
+
+
+def per_example_grads(gsm, params=None):
+    """[(param, grad_sample tensor)] after backward; clears nothing."""
+    out = []
+    for p in params or [p for p in gsm.parameters() if p.requires_grad]:
+        gs = p.grad_sample
+        if isinstance(gs, list):
+            gs = torch.stack(gs).sum(0) if len(gs) > 1 else gs[0]
+        out.append((p, gs))
+    return out
