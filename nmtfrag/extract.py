@@ -19,7 +19,7 @@ from .fileio import (MANIFEST, check_not_input, prepare_output_dir, private_work
                      progress, sha256_file, tool_versions, write_json)
 from .phrases import extract_phrase_pairs
 from .release import ReleaseWriter, release_file_names
-from .sample import ExternalShuffle
+from .sample import ExternalShuffle, buckets_for
 from .symmetrize import SYMMETRIZERS, format_pharaoh, parse_pharaoh, symmetrize
 from .tokenize import to_tokens
 
@@ -171,7 +171,7 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         timings["symmetrise"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        shuffle = ExternalShuffle(work, seed)
+        shuffle = ExternalShuffle(work, seed, buckets_for(n_lines))
         sentences_without_pairs = short_sentence_pairs = 0
         try:
             aligned = _given_alignments(align_path, line_numbers)

@@ -16,6 +16,11 @@ import numpy as np
 BUCKET_BLOCK = 1 << 16  # bucket ids drawn per numpy call
 
 
+def buckets_for(n_sentences, sentences_per_bucket=250, most=512):
+    """Enough buckets that each holds the phrase pairs of ~250 sentences (flat memory)."""
+    return max(8, min(most, -(-n_sentences // sentences_per_bucket)))
+
+
 class ExternalShuffle:
     """Collect records (strings without newlines), then yield a shuffled sample."""
 
