@@ -17,7 +17,7 @@ kept). The algorithm (deterministic and independent of the release's line order)
 3. overlap graph with best overlaps: the right-extension candidates of fragment A are
    the fragments B whose target starts with the longest proper suffix of A's target
    (length o ≥ `min_overlap`, and B's target longer than o) for which any such B exists
-   whose source also overlaps A's source at a unique best placement (≥ 1 shared token).
+   whose source also overlaps A's source at exactly one placement (≥ 1 shared token).
    The candidate set is accepted only if its members agree with each other (each
    target is a prefix of the longest one, and the sources, once placed against A's,
    agree position by position); its representative (longest target, then longest
@@ -106,20 +106,25 @@ def read_release(release_dir, src_file=None, tgt_file=None):
 # --------------------------------------------------------------------------- attack
 
 def _placement(a, b):
-    """Offset of b's start relative to a's start where they overlap (≥ 1 token) and agree,
-    choosing the largest overlap; None if there is none or the best is not unique."""
+    """Offset of b's start relative to a's start at which they overlap (≥ 1 token) and
+    agree; None if there is none or more than one (a repeated word could then put b at
+    the wrong place, and nothing in the two fragments says which is right), or if a
+    word outside the overlap occurs in both (the same word at two places of one merged
+    source: more likely two different sentences than one)."""
     la, lb = len(a), len(b)
-    best, best_d, tie = 0, None, False
+    found = None
     for d in range(-(lb - 1), la):
         lo, hi = max(0, d), min(la, d + lb)
-        n = hi - lo
-        if n < best or a[lo:hi] != b[lo - d:hi - d]:
-            continue
-        if n > best:
-            best, best_d, tie = n, d, False
-        else:
-            tie = True
-    return None if tie else best_d
+        if a[lo:hi] == b[lo - d:hi - d]:
+            if found is not None:
+                return None
+            found = d
+    if found is not None:
+        lo, hi = max(0, found), min(la, found + lb)
+        rest_a = set(a[:lo]) | set(a[hi:])
+        if rest_a and not rest_a.isdisjoint(b[:lo - found] + b[hi - found:]):
+            return None
+    return found
 
 
 def _collapse_variants(frags):
