@@ -292,3 +292,22 @@ def test_language_codes_name_the_files(tmp_path):
     assert {p.name for p in out.iterdir()} == {
         f"{s}.{lang}" for s in ("train", "valid", "test") for lang in ("fr", "nl")} | {
         "manifest.json", "documents.tsv"}
+
+
+def test_split_does_not_depend_on_hash_order(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    tsv = tmp_path / "docs.tsv"
+    make_tsv(tsv, n_docs=50, seed=9)
+    outputs = []
+    for hashseed in ("1", "2"):
+        out = tmp_path / f"h{hashseed}"
+        env = dict(os.environ, PYTHONHASHSEED=hashseed)
+        subprocess.run([sys.executable, "-m", "nmtfrag", "split", "--docs", str(tsv),
+                        "--out", str(out), "--train", "100", "--valid", "10", "--test",
+                        "30"], check=True, env=env, capture_output=True)
+        outputs.append([(out / f).read_bytes() for f in
+                        ("train.de", "valid.en", "test.de", "documents.tsv")])
+    assert outputs[0] == outputs[1]
