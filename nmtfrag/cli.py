@@ -16,6 +16,9 @@ from .errors import InputError
 # (subcommand, module) in the order `nmtfrag --help` lists them.
 COMMANDS = [
     ("extract", "nmtfrag.commands.extract"),
+    ("finetune", "nmtfrag.commands.finetune"),
+    ("evaluate", "nmtfrag.commands.evaluate"),
+    ("translate", "nmtfrag.commands.translate"),
     ("vocab", "nmtfrag.commands.vocab"),
     ("privacy", "nmtfrag.commands.privacy"),
     ("split", "nmtfrag.commands.split"),

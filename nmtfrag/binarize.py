@@ -1,0 +1,84 @@
+"""Binarise subword text with a model's own dictionaries (fairseq-preprocess, Python API).
+
+Why fairseq-preprocess and not our own writer: the binary format (mmap indexed datasets,
+`dict.*.txt` copied into the data dir) is exactly what fairseq-train and
+fairseq-generate expect, and `--srcdict/--tgtdict` guarantee the indices of the
+pretrained embedding rows. Unknown subwords become `<unk>` and are counted; the count
+goes into the manifest (a high share means the BPE codes or dictionaries do not match
+the text).
+"""
+import contextlib
+import io
+import logging
+import os
+import re
+
+from .errors import InputError
+
+
+@contextlib.contextmanager
+def fairseq_log_level(level=logging.WARNING):
+    """Silence fairseq's INFO chatter for the duration of a call."""
+    loggers = [logging.getLogger(n) for n in ("fairseq", "fairseq_cli")]
+    saved = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(level)
+    try:
+        yield
+    finally:
+        for lg, lv in zip(loggers, saved):
+            lg.setLevel(lv)
+
+
+def binarize(prefixes, dest_dir, src_dict, tgt_dict, src_lang="de", tgt_lang="en",
+             workers=1):
+    """Binarise `{prefix}.{src_lang}`/`{prefix}.{tgt_lang}` for each split.
+
+    `prefixes` maps split names ("train", "valid", "test") to file prefixes of subword
+    text. Writes `dest_dir/{split}.{src}-{tgt}.{lang}.{bin,idx}` and the two dicts.
+    Returns {split: {"lines": n, "src_unk": n, "tgt_unk": n}}.
+    """
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    unknown = set(prefixes) - {"train", "valid", "test"}
+    if unknown:
+        raise ValueError(f"unknown splits {unknown}")
+    os.makedirs(dest_dir, exist_ok=True)
+    argv = ["--source-lang", src_lang, "--target-lang", tgt_lang,
+            "--srcdict", src_dict, "--tgtdict", tgt_dict,
+            "--destdir", dest_dir, "--workers", str(workers)]
+    for split, prefix in prefixes.items():
+        argv += [f"--{split}pref", prefix]
+    args = options.get_preprocessing_parser().parse_args(argv)
+    # fairseq reports per-split counts (and unk replacements) through its logger: capture.
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    lg = logging.getLogger("fairseq_cli.preprocess")
+    lg.addHandler(handler)
+    saved = lg.level
+    lg.setLevel(logging.INFO)
+    lg.propagate = False
+    try:
+        preprocess.main(args)
+    finally:
+        lg.removeHandler(handler)
+        lg.setLevel(saved)
+        lg.propagate = True
+    stats = {}
+    pat = re.compile(r"\[(\w+)\] (\S+): (\d+) sents, (\d+) tokens, ([0-9.eE+-]+)% replaced")
+    names = {os.path.basename(p): s for s, p in prefixes.items()}
+    for m in pat.finditer(buf.getvalue()):
+        lang, path, sents, toks, pct = m.groups()
+        split = names.get(os.path.basename(path).rsplit(".", 1)[0])
+        if split is None:
+            continue
+        side = "src" if lang == src_lang else "tgt"
+        s = stats.setdefault(split, {})
+        s["lines"] = int(sents)
+        s[f"{side}_tokens"] = int(toks)
+        s[f"{side}_unk_pct"] = float(pct)
+    for split in prefixes:
+        if split not in stats:
+            raise InputError(f"binarising {split} produced no data (empty input?)")
+    return stats

@@ -1,0 +1,92 @@
+"""Translate a test set with a model directory and score it with SacreBLEU.
+
+Batch translation through fairseq's generation (beam 5 by default; every input line
+gets exactly one output line, checked), BPE and <P>/</P> removed, Moses-detokenised; then
+SacreBLEU BLEU and chrF with their signatures, brevity penalty, length ratio and the
+average output vs reference length in tokens (Kim et al. 2021, Figure 3). With
+--baseline (an earlier evaluate output on the same test set): sacrebleu's paired
+bootstrap resampling against it. With --tokenized, SRC and REF are Moses-tokenised
+(like ../shared/data/indomain): the reference is detokenised before scoring, and the
+report says so. Writes OUT/hyp.txt, OUT/report.json, OUT/report.md (and
+OUT/lengths.png with --plot).
+
+examples:
+  nmtfrag evaluate --model adapted/ --src test.de --ref test.en --out eval/
+  nmtfrag evaluate --model adapted/ --src test.de --ref test.en --tokenized \\
+      --out eval_ft/ --baseline eval_base/ --plot
+  nmtfrag evaluate --hyp output.txt --src test.de --ref test.en --out eval/
+"""
+HELP = "translate a test set and report SacreBLEU, chrF, lengths, significance"
+
+
+def add_arguments(p):
+    io = p.add_argument_group("input and output")
+    io.add_argument("--model", metavar="DIR",
+                    help="model directory (WMT19 layout) to translate --src with")
+    io.add_argument("--hyp", metavar="FILE",
+                    help="score this detokenised output instead of translating")
+    io.add_argument("--checkpoint", metavar="NAME",
+                    help="checkpoint(s) in --model, colon-separated for an ensemble "
+                         "(default: model.pt, else model1.pt, model2.pt, …)")
+    io.add_argument("--src", required=True, metavar="FILE", help="test source")
+    io.add_argument("--ref", required=True, metavar="FILE",
+                    help="reference translations, line-aligned with --src")
+    io.add_argument("--out", required=True, metavar="DIR")
+    io.add_argument("--src-lang", default="de", metavar="LANG")
+    io.add_argument("--tgt-lang", default="en", metavar="LANG")
+    io.add_argument("--tokenized", action="store_true",
+                    help="--src and --ref are Moses-tokenised (not escaped): detokenise "
+                         "the reference before scoring, re-run the model's pipeline on "
+                         "the detokenised source")
+    io.add_argument("--first", type=int, default=None, metavar="N",
+                    help="evaluate only the first N lines")
+    io.add_argument("--baseline", metavar="DIR",
+                    help="earlier evaluate output on the same test set: paired bootstrap")
+    io.add_argument("--bootstrap-samples", type=int, default=1000)
+    io.add_argument("--plot", action="store_true",
+                    help="write OUT/lengths.png (output vs reference length)")
+    io.add_argument("--name", help="system name in the report (default: model dir name)")
+    io.add_argument("--overwrite", action="store_true")
+    g = p.add_argument_group("generation")
+    g.add_argument("--beam", type=int, default=5)
+    g.add_argument("--max-tokens", type=int, default=4000,
+                   help="source tokens per batch (default 4000)")
+    g.add_argument("--batch-size", type=int, default=None, help="sentences per batch")
+    g.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help="default: cuda if available, else cpu")
+    g.add_argument("--fp16", action="store_true")
+    g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+
+
+def run(args):
+    import sys
+
+    from ..evaluate import evaluate
+
+    device = args.device
+    if args.model and device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    rep = evaluate(args.out, src=args.src, ref=args.ref, model=args.model, hyp=args.hyp,
+                   src_lang=args.src_lang, tgt_lang=args.tgt_lang, tokenized=args.tokenized,
+                   baseline=args.baseline, plot=args.plot, first=args.first, beam=args.beam,
+                   max_tokens=args.max_tokens, batch_size=args.batch_size,
+                   device=device or "cpu", fp16=args.fp16, checkpoint=args.checkpoint,
+                   bootstrap_samples=args.bootstrap_samples, overwrite=args.overwrite,
+                   name=args.name, show_progress=True)
+    s = rep["scores"]
+    print(f"BLEU {s['bleu']:.2f}  chrF {s['chrf']:.2f}  BP {s['brevity_penalty']:.3f}  "
+          f"ratio {s['length_ratio']}  avg len {s['avg_output_tokens']} / "
+          f"{s['avg_reference_tokens']}  ({s['sentences']} sentences)")
+    sig = s.get("significance")
+    if sig:
+        b = sig["BLEU"]
+        print(f"vs baseline: BLEU {b['baseline']:.2f} → {b['system']:.2f}, "
+              f"p = {b['p_value']}")
+    print(s["bleu_signature"], file=sys.stderr)
+    return 0

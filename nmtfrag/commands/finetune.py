@@ -1,0 +1,135 @@
+"""Fine-tune a WMT19-format model directory on a release (phrase pairs) or on sentences.
+
+Preprocessing is the model's own hub pipeline (sacremoses with fairseq's settings, fastBPE
+with the model's bpecodes, the model's dictionaries); tagged releases get <P> and </P>
+added to the dictionaries as single symbols, with the embedding matrices grown to match.
+Training is fairseq's own (fairseq-train through its Python API) from the model's
+checkpoint with --restore-file and every --reset-* flag; defaults follow Kim et al.
+(2021): lr 0.000175, weight decay 0.0001, dropout 0.2, label smoothing 0.1, Adam, early
+stopping on the full-sentence validation set. OUT becomes a model directory (model.pt,
+dict.*.txt, bpecodes) plus train.log and manifest.json.
+
+examples:
+  nmtfrag finetune --model wmt19.de-en/ --train release/ \\
+      --valid-src valid.de --valid-tgt valid.en --out adapted/ --max-updates 2000
+  nmtfrag finetune --model wmt19.de-en/ --train train.de train.en --pretokenized \\
+      --valid-src valid.de --valid-tgt valid.en --out adapted/ --max-epochs 3
+  nmtfrag finetune ... --out adapted/ --resume      # continue a killed run
+"""
+HELP = "fine-tune a WMT19-format model on a release or parallel files (fairseq)"
+
+
+def add_arguments(p):
+    io = p.add_argument_group("input and output")
+    io.add_argument("--model", required=True, metavar="DIR",
+                    help="model directory in the WMT19 release layout (model.pt or "
+                         "model1.pt…, dict.SRC.txt, dict.TGT.txt, bpecodes)")
+    io.add_argument("--checkpoint", metavar="NAME",
+                    help="checkpoint file in --model to start from (default: model.pt, "
+                         "else model1.pt)")
+    io.add_argument("--train", required=True, nargs="+", metavar="PATH",
+                    help="a release directory (phrases.SRC/phrases.TGT + manifest.json), "
+                         "a file prefix (PREFIX.SRC, PREFIX.TGT) or two files SRC TGT")
+    io.add_argument("--valid-src", required=True, metavar="FILE",
+                    help="full-sentence validation source (early stopping)")
+    io.add_argument("--valid-tgt", required=True, metavar="FILE",
+                    help="validation target, line-aligned with --valid-src")
+    io.add_argument("--out", required=True, metavar="DIR",
+                    help="output model directory (refused if it holds a finished run, "
+                         "unless --overwrite)")
+    io.add_argument("--src-lang", default="de", metavar="LANG")
+    io.add_argument("--tgt-lang", default="en", metavar="LANG")
+    io.add_argument("--pretokenized", action="store_true",
+                    help="plain --train files and the validation files are "
+                         "Moses-tokenised but not escaped (like EMEA): they are "
+                         "detokenised and re-tokenised with the model's hub pipeline. "
+                         "A release's own manifest decides for the release.")
+    io.add_argument("--overwrite", action="store_true",
+                    help="replace a finished or interrupted run in --out")
+    io.add_argument("--resume", action="store_true",
+                    help="continue an interrupted run in --out from its last checkpoint")
+    io.add_argument("--keep-work", action="store_true",
+                    help="keep OUT/.work (subword text and binaries of the training data)")
+    io.add_argument("--keep-checkpoints", action="store_true",
+                    help="keep OUT/checkpoints (with optimizer state)")
+
+    tr = p.add_argument_group("training (defaults: Kim et al. 2021)")
+    tr.add_argument("--lr", type=float, default=0.000175,
+                    help="learning rate, constant after warmup (default 0.000175, "
+                         "WMT19's divided by 4)")
+    tr.add_argument("--warmup-updates", type=int, default=0,
+                    help="linear warmup updates (default 0)")
+    tr.add_argument("--weight-decay", type=float, default=0.0001)
+    tr.add_argument("--dropout", type=float, default=0.2)
+    tr.add_argument("--label-smoothing", type=float, default=0.1)
+    tr.add_argument("--max-tokens", type=int, default=4096,
+                    help="tokens per batch per device (default 4096)")
+    tr.add_argument("--update-freq", type=int, default=1,
+                    help="batches accumulated per update (default 1)")
+    tr.add_argument("--max-updates", "--max-update", dest="max_updates", type=int,
+                    default=None, help="stop after N updates")
+    tr.add_argument("--max-epochs", "--max-epoch", dest="max_epoch", type=int,
+                    default=None, help="stop after N epochs")
+    tr.add_argument("--patience", type=int, default=5,
+                    help="stop when the validation loss has not improved for N "
+                         "validations (default 5; -1 disables)")
+    tr.add_argument("--validate-every", type=int, default=None, metavar="UPDATES",
+                    help="validate (and save) every N updates; default: every epoch")
+    tr.add_argument("--seed", type=int, default=1)
+    tr.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                    help="default: cuda if available, else cpu")
+    tr.add_argument("--gpus", type=int, default=1,
+                    help="GPUs for fairseq's distributed data-parallel training")
+    tr.add_argument("--fp16", action="store_true", help="mixed precision (CUDA only)")
+    tr.add_argument("--threads", type=int, default=None,
+                    help="torch CPU threads (default: torch's choice)")
+    tr.add_argument("--log-interval", type=int, default=50)
+    tr.add_argument("-q", "--quiet", action="store_true",
+                    help="only warnings on the console (train.log keeps everything)")
+    try:
+        from ..dp import cli_args as dp_cli
+    except ImportError:
+        dp_cli = None
+    if dp_cli is not None:
+        dp_cli.add_arguments(p)
+
+
+def run(args):
+    import json
+    import sys
+
+    if getattr(args, "dp", False):
+        from ..dp import cli_args as dp_cli
+
+        return dp_cli.run(args)
+    from ..finetune import finetune
+
+    device = args.device
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    train = args.train if len(args.train) == 2 else args.train[0]
+    if len(args.train) > 2:
+        from ..errors import InputError
+
+        raise InputError("--train takes a release directory, a prefix, or two files")
+    m = finetune(args.model, train, args.out, valid_src=args.valid_src,
+                 valid_tgt=args.valid_tgt, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
+                 pretokenized=args.pretokenized, checkpoint=args.checkpoint, lr=args.lr,
+                 weight_decay=args.weight_decay, dropout=args.dropout,
+                 label_smoothing=args.label_smoothing, max_tokens=args.max_tokens,
+                 update_freq=args.update_freq, max_updates=args.max_updates,
+                 max_epochs=args.max_epoch, patience=args.patience,
+                 validate_every=args.validate_every, warmup_updates=args.warmup_updates,
+                 seed=args.seed, device=device, gpus=args.gpus, fp16=args.fp16,
+                 threads=args.threads, log_interval=args.log_interval, resume=args.resume,
+                 overwrite=args.overwrite, keep_work=args.keep_work,
+                 keep_checkpoints=args.keep_checkpoints, quiet=args.quiet)
+    r = m["result"]
+    print(json.dumps({"out": args.out, "num_updates": r["num_updates"],
+                      "valid_loss_before": r["valid_loss_before"],
+                      "valid_loss_best": r["valid_loss_best"],
+                      "best_checkpoint_updates": r["best_checkpoint_updates"]}),
+          file=sys.stdout)
+    return 0

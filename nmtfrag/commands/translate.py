@@ -1,0 +1,61 @@
+"""Translate text from stdin (or --input) to stdout with a model directory.
+
+One output line per input line, in order (checked). Input is raw text unless
+--tokenized (Moses-tokenised, not escaped). Batched through fairseq's generation.
+
+example:
+  echo "Das Haus ist klein." | nmtfrag translate --model wmt19.de-en/
+"""
+HELP = "translate stdin to stdout with a model directory (ad-hoc use)"
+
+
+def add_arguments(p):
+    p.add_argument("--model", required=True, metavar="DIR",
+                   help="model directory (WMT19 layout)")
+    p.add_argument("--checkpoint", metavar="NAME",
+                   help="checkpoint(s) in --model, colon-separated for an ensemble")
+    p.add_argument("--input", metavar="FILE", help="read this file instead of stdin")
+    p.add_argument("--src-lang", default="de", metavar="LANG")
+    p.add_argument("--tgt-lang", default="en", metavar="LANG")
+    p.add_argument("--tokenized", action="store_true",
+                   help="input is Moses-tokenised (not escaped)")
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--max-tokens", type=int, default=4000)
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None)
+    p.add_argument("--fp16", action="store_true")
+    p.add_argument("--threads", type=int, default=None)
+
+
+def run(args):
+    import sys
+
+    from ..errors import InputError
+    from ..generate import Translator
+
+    if args.input:
+        from ..evaluate import _read_lines
+
+        lines = _read_lines(args.input)
+    else:
+        try:
+            data = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"stdin: invalid UTF-8 at byte {exc.start + 1}") from None
+        lines = data.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+    device = args.device
+    import torch
+
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tr = Translator(args.model, args.src_lang, args.tgt_lang, checkpoint=args.checkpoint,
+                    device=device, fp16=args.fp16, beam=args.beam,
+                    max_tokens=args.max_tokens, batch_size=args.batch_size)
+    outs = tr.translate(lines, mode="moses" if args.tokenized else "raw")
+    sys.stdout.write("".join(o + "\n" for o in outs))
+    sys.stdout.flush()
+    return 0
