@@ -45,9 +45,11 @@ def add_arguments(parser):
                         "training, Anil et al. 2021 §4.3)")
     g.add_argument("--dp-lr", type=float, default=None,
                    help="learning rate of the DP optimizer (default: finetune's --lr)")
-    g.add_argument("--dp-vocab-epsilon", type=float, default=0.0,
-                   help="ε_V already spent on the vocabulary (from `nmtfrag vocab --dp`'s "
-                        "manifest), added to ε_T by basic composition in the certificate")
+    g.add_argument("--dp-freeze-embeddings", action="store_true",
+                   help="train everything but the (tied) embedding matrices: far fewer "
+                        "noisy dimensions and a faster step")
+    g.add_argument("--dp-valid-every", type=int, default=0, metavar="STEPS",
+                   help="validation loss every STEPS noisy steps (default: only at the end)")
 
 
 def run(args):

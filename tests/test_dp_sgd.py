@@ -1,0 +1,178 @@
+"""DP-SGD on a tiny fairseq Transformer: exact per-example gradients, clipping, noise
+scale, virtual steps, empty batches, refusals."""
+import copy
+import math
+import os
+
+import pytest
+import torch
+
+from nmtfrag.dp import fairseq_opacus, sgd
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from fairseq import checkpoint_utils
+    from fairseq.data import LanguagePairDataset
+
+    from tinymodel import make_corpus, make_tiny_model_dir
+    import fastBPE
+
+    d = make_tiny_model_dir(str(tmp_path_factory.mktemp("tiny")), updates=3)
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [os.path.join(d, "model.pt")],
+        arg_overrides={"data": d, "source_lang": "de", "target_lang": "en"})
+    model = models[0].float()
+    for m in model.modules():  # exact comparisons need deterministic forward passes
+        if isinstance(getattr(m, "p", None), float):
+            m.p = 0.0
+    bpe = fastBPE.fastBPE(os.path.join(d, "bpecodes"))
+    pairs = make_corpus(24, seed=7, min_len=1, max_len=10)
+    sd, td = task.source_dictionary, task.target_dictionary
+    src = [sd.encode_line(bpe.apply([s])[0], add_if_not_exist=False).long() for s, _ in pairs]
+    tgt = [td.encode_line(bpe.apply([t])[0], add_if_not_exist=False).long() for _, t in pairs]
+    ds = LanguagePairDataset(src, [len(s) for s in src], sd, tgt, [len(t) for t in tgt], td,
+                             left_pad_source=True)
+    return model, ds
+
+
+def _reference_grads(model, ds, ids, ls=0.1):
+    """Loop of single-example backward passes (no hooks): {id: [grad per param]}."""
+    ref = {}
+    params = [p for p in model.parameters() if p.requires_grad]
+    for i in ids:
+        model.zero_grad()
+        fairseq_opacus.example_losses(model, ds.collater([ds[i]]), ls).sum().backward()
+        ref[i] = [p.grad.detach().clone() for p in params]
+    model.zero_grad()
+    return ref
+
+
+def test_per_example_gradients_equal_single_example_loop(tiny):
+    model, ds = copy.deepcopy(tiny[0]), tiny[1]
+    model.train()
+    ids = list(range(9))
+    batch = ds.collater([ds[i] for i in ids])
+    assert batch["id"].tolist() != ids  # the collater re-sorts: we must match by id
+    ref = _reference_grads(model, ds, ids)
+    gsm = fairseq_opacus.wrap(model)
+    gsm.expected_batch_size = len(ids)
+    fairseq_opacus.example_losses(model, batch, 0.1).sum().backward()
+    params = [p for p in model.parameters() if p.requires_grad]
+    got = fairseq_opacus.per_example_grads(gsm, params)
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    scale = max(float(g.abs().max()) for r in ref.values() for g in r)
+    checked = 0
+    for k, (name, (p, gs)) in enumerate(zip(names, got)):
+        assert gs.shape == (len(ids),) + p.shape, name
+        for j, i in enumerate(batch["id"].tolist()):
+            r = ref[i][k]
+            # relative to the parameter's own largest entry; attention key biases have
+            # a zero true gradient (softmax cancels them), so they get a floor
+            denom = max(float(r.abs().max()), 1e-3 * scale)
+            rel = float((gs[j] - r).abs().max()) / denom
+            assert rel <= 1e-4, (name, i, rel)
+            checked += 1
+    assert checked == len(names) * len(ids)
+    # the shared embedding matrix (encoder, decoder, output projection) is among them
+    assert "encoder.embed_tokens.weight" in names
+
+
+def test_clipping_bounds_every_norm_and_sum_is_exact(tiny):
+    model, ds = copy.deepcopy(tiny[0]), tiny[1]
+    model.train()
+    ids = list(range(8))
+    ref = _reference_grads(model, ds, ids)
+    C = 0.05
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.0)
+    dp = sgd.DPSGD(model, opt, max_grad_norm=C, noise_multiplier=1.0,
+                   expected_batch_size=8, label_smoothing=0.1)
+    out = dp.accumulate(ds.collater([ds[i] for i in ids]))
+    assert (out["norms"] > C).all()  # every example actually needed clipping
+    assert (out["clipped_norms"] <= C * (1 + 1e-6)).all()
+    expect = None
+    for i in ids:
+        norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in ref[i]))
+        f = min(1.0, C / (norm + 1e-6))
+        contrib = [g * f for g in ref[i]]
+        expect = contrib if expect is None else [a + b for a, b in zip(expect, contrib)]
+    for a, b in zip(dp.summed, expect):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-7 * C)
+
+
+def test_noise_has_the_right_scale(tiny):
+    model = copy.deepcopy(tiny[0])
+    params = [p for p in model.parameters() if p.requires_grad]
+    before = [p.detach().clone() for p in params]
+    sigma, C, E = 1.3, 0.2, 50.0
+    opt = torch.optim.SGD(params, lr=1.0)
+    dp = sgd.DPSGD(model, opt, max_grad_norm=C, noise_multiplier=sigma,
+                   expected_batch_size=E, seed=123)
+    stats = dp.step()  # no examples at all: a noise-only step
+    z = torch.cat([((b - p.detach()) * E / (sigma * C)).flatten()
+                   for b, p in zip(before, params)]).double()
+    n = z.numel()
+    assert n > 10000
+    assert abs(float(z.mean())) < 4 / math.sqrt(n)
+    # std of the sample std of n normals ≈ 1/sqrt(2n)
+    assert abs(float(z.std()) - 1.0) < 4 / math.sqrt(2 * n)
+    assert stats["noise_norm"] == pytest.approx(float(z.norm()) * sigma * C / E, rel=1e-4)
+    assert stats["signal_norm"] == 0.0 and stats["examples"] == 0
+
+
+@pytest.mark.parametrize("physical", [4, 1])
+def test_physical_batches_do_not_change_the_step(tiny, physical):
+    model0, ds = tiny
+
+    def run(pb):
+        model = copy.deepcopy(model0)
+        recs, hist, _ = sgd.train_dp(model, ds, steps=2, rate_of_step=lambda t: 16 / 24,
+                                     noise_multiplier=0.7, max_grad_norm=0.5,
+                                     physical_batch=pb, lr=1e-3, seed=5,
+                                     label_smoothing=0.1)
+        return model, recs, hist
+
+    m16, r16, h16 = run(16)
+    mp, rp, hp = run(physical)
+    assert h16 == hp == [(0.7, 16 / 24, 2)]  # one privacy step per logical batch
+    from nmtfrag.dp import accounting
+    assert accounting.epsilon(h16, 1e-5) == accounting.epsilon(hp, 1e-5)
+    for a, b in zip(r16, rp):
+        assert a["examples"] == b["examples"] > 0
+        assert a["noise_norm"] == pytest.approx(b["noise_norm"], rel=1e-6)
+        assert a["signal_norm"] == pytest.approx(b["signal_norm"], rel=1e-4)
+    for (n, a), b in zip(m16.named_parameters(), mp.parameters()):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6), n
+
+
+def test_empty_poisson_batch_takes_a_noise_only_step(tiny):
+    model = copy.deepcopy(tiny[0])
+    before = [p.detach().clone() for p in model.parameters()]
+    recs, hist, _ = sgd.train_dp(model, tiny[1], steps=3, rate_of_step=lambda t: 1e-12,
+                                 noise_multiplier=1.0, max_grad_norm=1.0,
+                                 physical_batch=4, lr=1e-3)
+    assert [r["examples"] for r in recs] == [0, 0, 0]
+    assert hist == [(1.0, 1e-12, 3)]
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_unsupported_layer_refused():
+    from nmtfrag.errors import InputError
+
+    class Odd(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv1d(2, 2, 1)
+
+    with pytest.raises(InputError, match="conv"):
+        fairseq_opacus.prepare_model(Odd())
+
+
+def test_poisson_sampler_rate():
+    import numpy as np
+    rng = np.random.default_rng(0)
+    sizes = [len(sgd.poisson_indices(1000, 0.05, rng)) for _ in range(400)]
+    assert abs(np.mean(sizes) - 50) < 4 * math.sqrt(50 * 0.95 / 400)
+    assert sgd.physical_batches([5, 1, 3], 2, sizes={1: 3, 3: 1, 5: 2}) == [[3, 5], [1]]
