@@ -55,6 +55,65 @@ def add_arguments(p):
     r.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
     r.set_defaults(_audit_run=_run_reconstruct)
 
+    c = _sub(sub, "canaries", "plant canaries (synthetic pairs carrying random secrets)",
+             "Canaries (Carlini et al. 2019): synthetic sentence pairs whose target carries "
+             "a random secret, inserted into a corpus with chosen repetition before any "
+             "release or training.")
+    csub = c.add_subparsers(dest="canaries_command", metavar="ACTION", parser_class=type(p))
+    csub.required = True
+    ci = _sub(csub, "insert", "write a copy of the corpus with canaries and canaries.json",
+              "Write OUT/<src name>, OUT/<tgt name> (the corpus with canaries at random "
+              "lines; the input is never modified), OUT/canaries.json (the secrets: keep it "
+              "with the data owner) and OUT/manifest.json. --count canaries per repeat "
+              "value, plus --unseen canaries never inserted (the reference for exposure)."
+              "\n\nexample:\n  nmtfrag audit canaries insert --src train.de --tgt train.en "
+              "--count 20 --repeats 1,10,100 --seed 1 --out canaried/")
+    ci.add_argument("--src", required=True, metavar="FILE", help="source side of the corpus")
+    ci.add_argument("--tgt", required=True, metavar="FILE", help="target side")
+    ci.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    ci.add_argument("--count", type=int, default=20, metavar="N",
+                    help="canaries per repeat value (default: 20)")
+    ci.add_argument("--repeats", default="1,10,100", metavar="LIST",
+                    help="comma-separated repeat counts (default: 1,10,100)")
+    ci.add_argument("--unseen", type=int, default=None, metavar="N",
+                    help="canaries drawn but not inserted (default: --count)")
+    ci.add_argument("--kinds", default="dosage,name", metavar="LIST",
+                    help="secret kinds, alternating: dosage (6 digits, |R|=10^6), name "
+                         "(first name + surname, |R|=1600) (default: dosage,name)")
+    ci.add_argument("--seed", type=int, default=1, help="seed (default: 1)")
+    ci.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
+    ci.set_defaults(_audit_run=_run_canaries_insert)
+
+    e = _sub(sub, "exposure", "exposure and extraction of canaries in a trained model",
+             "For each canary: rank its true secret among the candidate space by the "
+             "model's teacher-forced log-probability of the target given the canary source, "
+             "summed over the secret's subword tokens; exposure = log2|R| - log2 rank "
+             "(skew-normal extrapolation from a sample when |R| > --enumerate-limit, "
+             "clipped at log2|R|); and whether beam search outputs the secret verbatim."
+             "\n\nexample:\n  nmtfrag audit exposure --model adapted/ --canaries "
+             "canaried/canaries.json --out audit/")
+    e.add_argument("--model", required=True, metavar="DIR",
+                   help="model dir in the WMT19 layout (model.pt, dicts, bpecodes)")
+    e.add_argument("--canaries", required=True, metavar="FILE",
+                   help="canaries.json written by `nmtfrag audit canaries insert`")
+    e.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    e.add_argument("--checkpoint", default=None, metavar="FILE",
+                   help="checkpoint file(s) in --model, ':'-separated (default: model*.pt)")
+    e.add_argument("--src-lang", default="de", metavar="LANG")
+    e.add_argument("--tgt-lang", default="en", metavar="LANG")
+    e.add_argument("--enumerate-limit", type=int, default=10000, metavar="N",
+                   help="score every candidate when |R| <= N (default: 10000)")
+    e.add_argument("--samples", type=int, default=2000, metavar="N",
+                   help="candidates sampled for the skew-normal fit (default: 2000)")
+    e.add_argument("--beam", type=int, default=5, help="beam size for extraction (default: 5)")
+    e.add_argument("--batch-size", type=int, default=256, metavar="N",
+                   help="candidates scored per forward pass (default: 256)")
+    e.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch CPU threads (default: torch's choice)")
+    e.add_argument("--seed", type=int, default=1, help="seed for sampling (default: 1)")
+    e.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
+    e.set_defaults(_audit_run=_run_exposure)
+
 
 def _run_reconstruct(args):
     import sys
@@ -70,6 +129,55 @@ def _run_reconstruct(args):
           f"rebuilt exactly {100 * s['pair']['rebuilt_exactly_share']:.2f}%, target "
           f"{rep['max_len'] + 1}…{2 * rep['max_len']}-grams recovered "
           f"{100 * (s['tgt']['ngrams_recovered_share'] or 0):.2f}%; report in {args.out}",
+          file=sys.stderr)
+    return 0
+
+
+def _int_list(text, flag):
+    from ..errors import InputError
+
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"{flag} must be comma-separated integers, got {text!r}") from None
+    if not values:
+        raise InputError(f"{flag} is empty")
+    return values
+
+
+def _run_canaries_insert(args):
+    import sys
+
+    from ..audit.canaries import insert_canaries
+
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    cs = insert_canaries(args.src, args.tgt, args.out, count=args.count,
+                         repeats=_int_list(args.repeats, "--repeats"), seed=args.seed,
+                         kinds=kinds, unseen=args.unseen, overwrite=args.overwrite)
+    planted = [c for c in cs if c["repeats"]]
+    print(f"nmtfrag audit canaries insert: {len(planted)} canaries planted "
+          f"({sum(c['repeats'] for c in planted)} lines), {len(cs) - len(planted)} unseen; "
+          f"corpus and canaries.json in {args.out}", file=sys.stderr)
+    return 0
+
+
+def _run_exposure(args):
+    import sys
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    from ..audit.exposure import audit_exposure
+
+    rep = audit_exposure(args.model, args.canaries, args.out, src_lang=args.src_lang,
+                         tgt_lang=args.tgt_lang, checkpoint=args.checkpoint,
+                         enumerate_limit=args.enumerate_limit, samples=args.samples,
+                         seed=args.seed, beam=args.beam, batch_size=args.batch_size,
+                         overwrite=args.overwrite, show_progress=True)
+    parts = [f"repeats {k}: exposure {v['exposure_mean']:.2f}, extracted {v['extracted']}/"
+             f"{v['canaries']}" for k, v in rep["summary_by_repeats"].items()]
+    print("nmtfrag audit exposure: " + "; ".join(parts) + f"; report in {args.out}",
           file=sys.stderr)
     return 0
 
