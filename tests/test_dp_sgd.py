@@ -176,3 +176,71 @@ def test_poisson_sampler_rate():
     sizes = [len(sgd.poisson_indices(1000, 0.05, rng)) for _ in range(400)]
     assert abs(np.mean(sizes) - 50) < 4 * math.sqrt(50 * 0.95 / 400)
     assert sgd.physical_batches([5, 1, 3], 2, sizes={1: 3, 3: 1, 5: 2}) == [[3, 5], [1]]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from tinymodel import make_corpus, make_tiny_model_dir, write_parallel
+
+    root = tmp_path_factory.mktemp("dpcli")
+    base = make_tiny_model_dir(str(root / "base"), updates=2)
+    write_parallel(make_corpus(120, seed=11), str(root / "train"))
+    write_parallel(make_corpus(10, seed=12), str(root / "valid"))
+    return root, base
+
+
+def _argv(root, base, out, *extra):
+    return ["finetune", "--model", base, "--train", str(root / "train.de"),
+            str(root / "train.en"), "--valid-src", str(root / "valid.de"),
+            "--valid-tgt", str(root / "valid.en"), "--out", str(root / out),
+            "--pretokenized", "--threads", "1", "-q", "--dp", *extra]
+
+
+def test_finetune_dp_end_to_end(tiny_dir, capsys):
+    import json
+
+    from nmtfrag.cli import main
+    from nmtfrag.dp import accounting
+
+    root, base = tiny_dir
+    assert main(_argv(root, base, "dp", "--target-epsilon", "2", "--delta", "1e-3",
+                      "--logical-batch", "30", "--physical-batch", "8",
+                      "--dp-steps", "4", "--dp-weight-decay", "0.1")) == 0
+    out = root / "dp"
+    priv = json.loads((out / "privacy.json").read_text())
+    t = priv["training"]
+    assert t["history"] == [[t["noise_multiplier"], 30 / 120, 4]]
+    assert t["epsilon"] <= 2.0
+    assert t["epsilon"] == pytest.approx(
+        accounting.epsilon([tuple(h) for h in t["history"]], 1e-3, "rdp"))
+    assert len((out / "train.log").read_text().splitlines()) == 4
+    assert not [f for f in os.listdir(out) if f.startswith(".dp-work")]  # no text left
+    capsys.readouterr()
+    assert main(["privacy", str(out), "--json"]) == 0
+    cert = json.loads(capsys.readouterr().out)
+    assert cert["total"]["epsilon"] == pytest.approx(t["epsilon"])
+    # the output is a model dir that fairseq loads
+    from fairseq.models.transformer import TransformerModel
+    hub = TransformerModel.from_pretrained(str(out), checkpoint_file="model.pt",
+                                           data_name_or_path=".", bpe="fastbpe",
+                                           source_lang="de", target_lang="en")
+    assert isinstance(hub.translate("haus katze ."), str)
+
+
+@pytest.mark.parametrize("extra,msg", [
+    (["--noise-multiplier", "1", "--logical-batch", "30"], "δ"),
+    (["--noise-multiplier", "1", "--target-epsilon", "3", "--delta", "1e-3",
+      "--logical-batch", "30"], "exactly one"),
+    (["--noise-multiplier", "1", "--delta", "1e-3", "--logical-batch", "30",
+      "--update-freq", "2"], "update-freq"),
+    (["--noise-multiplier", "1", "--delta", "0.05", "--logical-batch", "30",
+      "--dp-steps", "1"], "1/n"),
+    (["--noise-multiplier", "1", "--delta", "1e-3", "--logical-batch", "500",
+      "--dp-steps", "1"], "exceeds"),
+])
+def test_finetune_dp_refuses_void_configurations(tiny_dir, capsys, extra, msg):
+    from nmtfrag.cli import main
+
+    root, base = tiny_dir
+    assert main(_argv(root, base, "refused", "--overwrite", *extra)) == 2
+    assert msg in capsys.readouterr().err

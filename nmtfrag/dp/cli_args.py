@@ -3,7 +3,6 @@
 `nmtfrag finetune` calls `add_arguments(parser)` and, when `args.dp` is set,
 `run(args)`. Light imports only: torch/opacus are imported inside `run`.
 """
-from ..errors import InputError
 
 
 def add_arguments(parser):
@@ -54,4 +53,6 @@ def add_arguments(parser):
 
 def run(args):
     """Run DP fine-tuning for `nmtfrag finetune --dp`."""
-    raise InputError("DP fine-tuning is not available yet")
+    from .sgd import dp_finetune
+
+    return dp_finetune(args)

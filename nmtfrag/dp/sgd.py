@@ -187,3 +187,238 @@ def valid_loss(model, dataset, batch_size=64, label_smoothing=0.0):
         tokens += int(sample["ntokens"])
     model.train(was)
     return total / max(1, tokens)
+
+
+# --------------------------------------------------------------------------- the command
+def _check_args(args):
+    """Refuse configurations that would void (or silently change) the guarantee."""
+    if args.delta is None:
+        raise InputError("--dp needs --delta: a DP guarantee without δ is void")
+    if (args.target_epsilon is None) == (args.noise_multiplier is None):
+        raise InputError("--dp needs exactly one of --target-epsilon and --noise-multiplier")
+    if getattr(args, "update_freq", 1) not in (None, 1):
+        raise InputError("--update-freq with --dp would accumulate unclipped gradients over "
+                         "Poisson batches and void the guarantee; use --logical-batch and "
+                         "--physical-batch (virtual steps) instead")
+    if getattr(args, "fp16", False):
+        raise InputError("--fp16 is not supported with --dp")
+    if getattr(args, "resume", False):
+        raise InputError("--resume is not supported with --dp (the privacy accountant "
+                         "would restart); start again with --overwrite")
+    if getattr(args, "gpus", 1) not in (None, 1) or getattr(args, "device", None) == "cuda":
+        raise InputError("--dp runs on one CPU process (noise added once); multi-device "
+                         "DP training is not implemented")
+    if args.max_grad_norm is None or not args.max_grad_norm > 0:
+        raise InputError("--max-grad-norm must be positive")
+    if args.physical_batch is None or args.physical_batch < 1:
+        raise InputError("--physical-batch must be ≥ 1")
+    if not args.batch_schedule and not args.logical_batch:
+        raise InputError("--dp needs --logical-batch (expected pairs per noisy step) or "
+                         "--batch-schedule")
+
+
+def _total_steps(args, segments, n):
+    if args.dp_steps:
+        return int(args.dp_steps)
+    if getattr(args, "max_updates", None):
+        return int(args.max_updates)
+    epochs = getattr(args, "max_epoch", None)
+    if not epochs:
+        raise InputError("give a DP training budget: --dp-steps, --max-updates or "
+                         "--max-epochs")
+    from .schedule import batch_at
+
+    steps, seen = 0, 0.0
+    while seen < epochs * n:
+        seen += batch_at(segments, steps)
+        steps += 1
+    return steps
+
+
+def dp_finetune(args):
+    """`nmtfrag finetune --dp`: DP-SGD fine-tuning of a model dir; OUT gets the model,
+    privacy.json (the certificate), train.log (one JSON line per noisy step) and
+    manifest.json."""
+    import json
+    import os
+    import sys
+
+    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    from ..bpe import BPE, TAGS
+    from ..binarize import fairseq_log_level
+    from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, private_workdir,
+                          read_json, sha256_file, tool_versions, write_json)
+    from ..finetune import _prepare, resolve_train
+    from ..model_dir import (grow_state, load_state, save_state, validate_model_dir,
+                             write_dict_with, write_model_dir)
+    from . import schedule
+
+    _check_args(args)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    src_lang, tgt_lang = args.src_lang, args.tgt_lang
+    md = validate_model_dir(args.model, src_lang, tgt_lang, args.checkpoint)
+    if len(args.train) > 2:
+        raise InputError("--train takes a release directory, a prefix, or two files")
+    train = args.train if len(args.train) == 2 else args.train[0]
+    src_path, tgt_path, mode, train_info = resolve_train(train, src_lang, tgt_lang,
+                                                         args.pretokenized)
+    valid_mode = "moses" if args.pretokenized else "raw"
+    for p in (src_path, tgt_path, args.valid_src, args.valid_tgt):
+        if not os.path.isfile(p):
+            raise InputError(f"{p}: no such file")
+    out = prepare_output_dir(args.out, args.overwrite)
+    for f in (MANIFEST, "privacy.json", "train.log"):
+        if os.path.exists(os.path.join(out, f)):
+            os.unlink(os.path.join(out, f))
+    inputs = {"model": md.checkpoints[0], "train_src": src_path, "train_tgt": tgt_path,
+              "valid_src": args.valid_src, "valid_tgt": args.valid_tgt}
+    hashes = {k: sha256_file(v) for k, v in inputs.items()}
+    vocab_privacy = None
+    if os.path.isfile(os.path.join(md.path, "privacy.json")):
+        vocab_privacy = (read_json(os.path.join(md.path, "privacy.json"))
+                         .get("vocabulary"))
+    t0 = time.time()
+    with private_workdir(base=out, keep=args.keep_work, prefix=".dp-work-") as work:
+        bin_dir = os.path.join(work, "bin")
+        init_ckpt = os.path.join(work, "init.pt")
+        with fairseq_log_level():
+            prep = _prepare(md, src_path, tgt_path, mode, args.valid_src, args.valid_tgt,
+                            valid_mode, work, bin_dir, init_ckpt, src_lang, tgt_lang,
+                            args.seed, BPE, TAGS, load_state, grow_state, save_state,
+                            write_dict_with)
+            from fairseq import checkpoint_utils
+
+            models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+                [init_ckpt], arg_overrides={"data": bin_dir, "source_lang": src_lang,
+                                            "target_lang": tgt_lang,
+                                            "dropout": args.dropout})
+            task.load_dataset("train")
+            task.load_dataset("valid")
+        model = models[0].float()
+        train_ds, valid_ds = task.dataset("train"), task.dataset("valid")
+        n = len(train_ds)
+        accounting.check_delta(args.delta, n_examples=n)
+        segs = schedule.parse_schedule(args.batch_schedule or f"{args.logical_batch}:0")
+        steps = _total_steps(args, segs, n)
+        rate_segs = schedule.rate_segments(segs, steps, n)
+        if args.noise_multiplier is not None:
+            sigma = float(args.noise_multiplier)
+        else:
+            sigma = accounting.noise_multiplier_for(args.target_epsilon, args.delta,
+                                                    rate_segs, args.accountant)
+        frozen = []
+        if args.dp_freeze_embeddings:
+            for name, p in model.named_parameters():
+                if "embed_tokens" in name or "output_projection" in name:
+                    p.requires_grad_(False)
+                    frozen.append(name)
+        fairseq_opacus.prepare_model(model)  # refuses unsupported layers before training
+        n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+        def rate_of_step(t):
+            return schedule.batch_at(segs, t) / n
+
+        ls = args.label_smoothing
+        before = valid_loss(model, valid_ds, label_smoothing=ls) / math.log(2)
+        log_path = os.path.join(out, "train.log")
+        log_f = open(log_path, "w", encoding="utf-8")
+        interval = max(1, getattr(args, "log_interval", 50) or 50)
+
+        def log(rec):
+            log_f.write(json.dumps(rec) + "\n")
+            log_f.flush()
+            if not getattr(args, "quiet", False) and (rec["step"] % interval == 0
+                                                      or rec["step"] == 1):
+                print(f"dp step {rec['step']}/{steps}: {rec['examples']} pairs, "
+                      f"loss/pair {rec['mean_loss']:.2f}, SNR {rec['snr']:.3f}, "
+                      f"{rec['seconds']:.1f}s", file=sys.stderr)
+
+        print(f"DP-SGD: n={n} pairs, {steps} noisy steps, σ={sigma:.4f}, "
+              f"C={args.max_grad_norm}, logical batch {segs}, physical batch "
+              f"{args.physical_batch}, {n_trainable} trainable parameters", file=sys.stderr)
+        t_train = time.time()
+        try:
+            records, history, _ = train_dp(
+                model, train_ds, steps=steps, rate_of_step=rate_of_step,
+                noise_multiplier=sigma, max_grad_norm=args.max_grad_norm,
+                physical_batch=args.physical_batch, lr=args.dp_lr or args.lr,
+                weight_decay=args.dp_weight_decay, seed=args.seed, label_smoothing=ls,
+                log=log, valid_fn=(lambda m: valid_loss(m, valid_ds, label_smoothing=ls)
+                                   / math.log(2)),
+                valid_every=args.dp_valid_every)
+        finally:
+            log_f.close()
+        train_seconds = time.time() - t_train
+        after = valid_loss(model, valid_ds, label_smoothing=ls) / math.log(2)
+        fairseq_opacus.restore_model(model)
+        state = load_state(init_ckpt)
+        sd = model.state_dict()
+        state["model"] = {k: sd[k].detach().to(v.dtype) if k in sd else v
+                          for k, v in state["model"].items()}
+        write_model_dir(out, state, os.path.join(bin_dir, f"dict.{src_lang}.txt"),
+                        os.path.join(bin_dir, f"dict.{tgt_lang}.txt"), md.bpecodes,
+                        src_lang, tgt_lang)
+        del state
+
+    eps = {name: accounting.epsilon(history, args.delta, name)
+           for name in accounting.ACCOUNTANTS}
+    eps_t = eps[args.accountant]
+    vocab = vocab_privacy or {"epsilon": 0.0, "delta": 0.0,
+                              "note": "public vocabulary of the base model"}
+    total = accounting.compose_basic((vocab["epsilon"], vocab["delta"]), (eps_t, args.delta))
+    privacy = {
+        "training": {"mechanism": "DP-SGD, Poisson-subsampled Gaussian, add/remove one "
+                                  "sentence pair", "unit": "one training sentence pair",
+                     "accountant": args.accountant, "epsilon": eps_t,
+                     "epsilon_all_accountants": eps, "delta": args.delta,
+                     "noise_multiplier": sigma, "max_grad_norm": args.max_grad_norm,
+                     "steps": steps, "n_examples": n,
+                     "history": [list(h) for h in history],
+                     "target_epsilon": args.target_epsilon},
+        "vocabulary": vocab,
+        "total": {"epsilon": total[0], "delta": total[1],
+                  "composition": "basic (ε_V + ε_T, δ_V + δ_T)"},
+    }
+    write_json(os.path.join(out, "privacy.json"), privacy)
+    snrs = [r["snr"] for r in records]
+    manifest = {
+        "kind": "nmtfrag-finetuned-model",
+        "model_files": ["model.pt", f"dict.{src_lang}.txt", f"dict.{tgt_lang}.txt",
+                        "bpecodes"],
+        "dp": True,
+        "params": {
+            "base_model": md.path, "train": train if isinstance(train, str) else list(train),
+            "train_kind": train_info["kind"], "train_text_mode": mode,
+            "valid_src": os.path.abspath(args.valid_src),
+            "valid_tgt": os.path.abspath(args.valid_tgt), "src_lang": src_lang,
+            "tgt_lang": tgt_lang, "lr": args.dp_lr or args.lr, "optimizer": "adamw",
+            "dp_weight_decay": args.dp_weight_decay, "dropout": args.dropout,
+            "label_smoothing": ls, "logical_batch": args.logical_batch,
+            "batch_schedule": args.batch_schedule, "physical_batch": args.physical_batch,
+            "max_grad_norm": args.max_grad_norm, "noise_multiplier": sigma,
+            "target_epsilon": args.target_epsilon, "delta": args.delta, "steps": steps,
+            "accountant": args.accountant, "frozen": frozen, "seed": args.seed,
+        },
+        "privacy": privacy,
+        "counts": prep["counts"], "tags": prep["tags"],
+        "result": {"valid_loss_before": before, "valid_loss_after": after,
+                   "valid_loss_unit": "label-smoothed loss per target token, base 2",
+                   "num_updates": steps, "trainable_parameters": n_trainable,
+                   "mean_examples_per_step": sum(r["examples"] for r in records)
+                   / max(1, len(records)),
+                   "empty_steps": sum(1 for r in records if r["examples"] == 0),
+                   "snr_first": snrs[0] if snrs else None,
+                   "snr_last": snrs[-1] if snrs else None,
+                   "train_seconds": round(train_seconds, 1),
+                   "wall_seconds": round(time.time() - t0, 1)},
+        "inputs_sha256": hashes,
+        "tool_versions": tool_versions("fairseq-fixed", "torch", "opacus", "fastbpe",
+                                       "sacremoses"),
+    }
+    write_json(os.path.join(out, MANIFEST), manifest)
+    print(json.dumps({"out": out, "num_updates": steps, "noise_multiplier": sigma,
+                      "epsilon": eps_t, "delta": args.delta,
+                      "epsilon_total": total[0], "valid_loss_before": before,
+                      "valid_loss_after": after}))
+    return 0
