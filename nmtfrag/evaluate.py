@@ -78,15 +78,16 @@ def paired_bootstrap(base_hyps, hyps, refs, n_samples=1000):
     sigs, scores = test()
     out = {"test": "paired bootstrap resampling (sacrebleu)", "samples": n_samples,
            "seed": os.environ.get("SACREBLEU_SEED", "12345")}
-    for metric in ("BLEU", "chrF"):
-        base, sys_ = scores[metric]
+    for key in [k for k in scores if k != "System"]:
+        metric = "chrF" if key.lower().startswith("chrf") else key
+        base, sys_ = scores[key]
         out[metric] = {"baseline": round(base.score, 2),
                        "baseline_mean": _r(base.mean), "baseline_ci95": _r(base.ci),
                        "system": round(sys_.score, 2), "system_mean": _r(sys_.mean),
                        "system_ci95": _r(sys_.ci), "p_value": _r(sys_.p_value, 4),
                        "significant_at_0.05": sys_.p_value is not None
                        and sys_.p_value < 0.05}
-        out[metric + "_signature"] = str(sigs[metric]) if metric in sigs else None
+        out[metric + "_signature"] = str(sigs[key]) if key in sigs else None
     return out
 
 

@@ -1,0 +1,166 @@
+"""Fine-tuning through fairseq: tags as single symbols end to end, validation loss goes
+down, a killed run resumes from its checkpoint, bad inputs exit 2."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from nmtfrag.errors import InputError
+from nmtfrag.finetune import finetune
+from nmtfrag.model_dir import dict_symbols, load_state, validate_model_dir
+from tinymodel import make_corpus, write_parallel
+
+torch.set_num_threads(1)
+FAST = dict(max_tokens=600, lr=0.003, dropout=0.1, quiet=True, log_interval=5)
+
+
+def _release(path, pairs, tag=True, pretokenized=False, n_words=3):
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "phrases.de"), "w", encoding="utf-8") as f, \
+            open(os.path.join(path, "phrases.en"), "w", encoding="utf-8") as g:
+        for de, en in pairs:
+            d, e = " ".join(de.split()[:n_words]), " ".join(en.split()[:n_words])
+            f.write(f"<P> {d} </P>\n" if tag else d + "\n")
+            g.write(f"<P> {e} </P>\n" if tag else e + "\n")
+    with open(os.path.join(path, "manifest.json"), "w") as f:
+        json.dump({"kind": "nmtfrag-release",
+                   "files": {"src": "phrases.de", "tgt": "phrases.en"},
+                   "params": {"src_lang": "de", "tgt_lang": "en", "tag": tag,
+                              "pretokenized": pretokenized, "max_len": n_words}}, f)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ftdata")
+    valid = write_parallel(make_corpus(30, seed=11), str(d / "valid"))
+    train = write_parallel(make_corpus(300, seed=12), str(d / "train"))
+    rel = _release(d / "release", make_corpus(300, seed=13), tag=True)
+    return {"valid": valid, "train": train, "release": rel, "dir": d}
+
+
+def test_tags_are_single_symbols_end_to_end(tiny_model_dir, data, tmp_path):
+    out = str(tmp_path / "ft")
+    m = finetune(tiny_model_dir, data["release"], out, valid_src=data["valid"][0],
+                 valid_tgt=data["valid"][1], max_updates=3, keep_work=True,
+                 measure_before=False, **FAST)
+    base_n = len(dict_symbols(os.path.join(tiny_model_dir, "dict.en.txt")))
+    for lang in ("de", "en"):
+        syms = dict_symbols(os.path.join(out, f"dict.{lang}.txt"))
+        assert syms[-2:] == ["<P>", "</P>"] and len(syms) == base_n + 2
+        assert "&lt;" not in syms and "<@@" not in syms
+    assert m["tags"]["added_to_tgt_dict"] == ["<P>", "</P>"]
+    # the output is a valid model dir: embedding rows match the grown dictionaries
+    md = validate_model_dir(out)
+    state = load_state(md.checkpoints[0])
+    assert state["model"]["encoder.embed_tokens.weight"].shape[0] == base_n + 4 + 2
+    # the binarised training data starts with <P> and ends with </P> </s>, one id each
+    from fairseq.data import Dictionary, data_utils
+
+    for lang in ("de", "en"):
+        dic = Dictionary.load(os.path.join(out, ".work", "bin", f"dict.{lang}.txt"))
+        ds = data_utils.load_indexed_dataset(
+            os.path.join(out, ".work", "bin", f"train.de-en.{lang}"), dic)
+        assert len(ds) == 300
+        p_open, p_close = dic.index("<P>"), dic.index("</P>")
+        assert p_open != dic.unk() and p_close != dic.unk()
+        for i in range(len(ds)):
+            ids = ds[i].tolist()
+            assert ids[0] == p_open and ids[-2:] == [p_close, dic.eos()]
+            assert p_open not in ids[1:-2] and dic.unk() not in ids
+    # the subword text never holds an escaped or split tag
+    with open(os.path.join(out, ".work", "train.en"), encoding="utf-8") as f:
+        text = f.read()
+    assert "&lt;" not in text and "<@@" not in text and text.count("<P>") == 300
+    assert os.stat(os.path.join(out, ".work")).st_mode & 0o777 == 0o700
+
+
+def test_finetuning_lowers_validation_loss(tiny_model_dir, data, tmp_path):
+    out = str(tmp_path / "ft")
+    m = finetune(tiny_model_dir, data["train"][0].rsplit(".", 1)[0], out,
+                 valid_src=data["valid"][0], valid_tgt=data["valid"][1],
+                 max_updates=40, validate_every=20, **FAST)
+    r = m["result"]
+    assert r["num_updates"] == 40
+    assert r["valid_loss_before"] is not None and r["valid_loss_best"] is not None
+    assert r["valid_loss_best"] < r["valid_loss_before"] - 0.05
+    # the reported best loss is the one fairseq measured for the kept checkpoint
+    assert min(v["loss"] for v in r["validations_this_run"]) == pytest.approx(
+        r["valid_loss_best"], abs=1e-3)
+    assert sorted(os.listdir(out)) == ["bpecodes", "dict.de.txt", "dict.en.txt",
+                                       "manifest.json", "model.pt", "train.log"]
+    assert m["fairseq_train_argv"].count("--reset-optimizer") == 1
+    # and the result can be fine-tuned again (same layout)
+    validate_model_dir(out)
+
+
+def _cli(*args):
+    return [sys.executable, "-m", "nmtfrag", "finetune", *args]
+
+
+def test_resume_after_kill_continues_from_checkpoint(tiny_model_dir, data, tmp_path):
+    out = str(tmp_path / "ft")
+    common = ["--model", tiny_model_dir, "--train", *data["train"], "--valid-src",
+              data["valid"][0], "--valid-tgt", data["valid"][1], "--out", out,
+              "--max-tokens", "600", "--lr", "0.003", "--validate-every", "10",
+              "--threads", "1", "--device", "cpu", "-q", "--patience", "-1"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(_cli(*common, "--max-updates", "100000"), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    last = os.path.join(out, "checkpoints", "checkpoint_last.pt")
+    try:
+        deadline = time.time() + 240
+        while not os.path.exists(last) and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        time.sleep(1.0)  # let the rename of the checkpoint finish
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert os.path.exists(last), "no checkpoint was written before the kill"
+    assert not os.path.exists(os.path.join(out, "manifest.json"))
+    k = load_state(last)["optimizer_history"][-1]["num_updates"]
+    assert k >= 10
+
+    # without --resume the interrupted run is protected
+    kw = dict(valid_src=data["valid"][0], valid_tgt=data["valid"][1], max_tokens=600,
+              lr=0.003, validate_every=10, patience=-1, quiet=True, max_updates=k + 10)
+    with pytest.raises(InputError, match="--resume"):
+        finetune(tiny_model_dir, list(data["train"]), out, **kw)
+    finetune(tiny_model_dir, list(data["train"]), out, resume=True, **kw)
+    m = json.load(open(os.path.join(out, "manifest.json")))
+    assert m["result"]["resumed"] and m["result"]["num_updates"] == k + 10
+    with open(os.path.join(out, "train.log"), encoding="utf-8") as f:
+        log = f.read()
+    assert f"checkpoint_last.pt (epoch" in log and f"@ {k} updates)" in log
+    assert "--reset-optimizer" not in m["fairseq_train_argv"]
+
+
+def test_mismatched_valid_files_exit_2(tiny_model_dir, data, tmp_path):
+    short = tmp_path / "short.en"
+    short.write_text("one line\n")
+    r = subprocess.run(_cli("--model", tiny_model_dir, "--train", *data["train"],
+                            "--valid-src", data["valid"][0], "--valid-tgt", str(short),
+                            "--out", str(tmp_path / "o"), "--max-updates", "1"),
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    errs = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errs) == 1 and "line-aligned" in errs[0]
+
+
+def test_budget_and_release_language_checks(tiny_model_dir, data, tmp_path):
+    with pytest.raises(InputError, match="budget"):
+        finetune(tiny_model_dir, data["release"], str(tmp_path / "a"),
+                 valid_src=data["valid"][0], valid_tgt=data["valid"][1])
+    rel = tmp_path / "rel_fr"
+    _release(rel, make_corpus(5, seed=1))
+    man = json.load(open(rel / "manifest.json"))
+    man["params"]["tgt_lang"] = "fr"
+    json.dump(man, open(rel / "manifest.json", "w"))
+    with pytest.raises(InputError, match="release is de→fr"):
+        finetune(tiny_model_dir, str(rel), str(tmp_path / "b"), valid_src=data["valid"][0],
+                 valid_tgt=data["valid"][1], max_updates=1)
