@@ -114,6 +114,17 @@ def add_arguments(p):
     e.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
     e.set_defaults(_audit_run=_run_exposure)
 
+    m = _sub(sub, "compare", "one report: BLEU x leakage x epsilon for every run",
+             "Read a YAML list of runs (each with the paths of its `nmtfrag evaluate`, "
+             "`nmtfrag audit reconstruct`, `nmtfrag audit exposure` reports and its ε where "
+             "defined) and write OUT/report.md, OUT/report.json and "
+             "OUT/privacy_utility.png. See nmtfrag/audit/compare.py for the YAML format."
+             "\n\nexample:\n  nmtfrag audit compare --runs runs.yaml --out comparison/")
+    m.add_argument("--runs", required=True, metavar="YAML", help="list of runs")
+    m.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    m.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
+    m.set_defaults(_audit_run=_run_compare)
+
 
 def _run_reconstruct(args):
     import sys
@@ -178,6 +189,17 @@ def _run_exposure(args):
     parts = [f"repeats {k}: exposure {v['exposure_mean']:.2f}, extracted {v['extracted']}/"
              f"{v['canaries']}" for k, v in rep["summary_by_repeats"].items()]
     print("nmtfrag audit exposure: " + "; ".join(parts) + f"; report in {args.out}",
+          file=sys.stderr)
+    return 0
+
+
+def _run_compare(args):
+    import sys
+
+    from ..audit.compare import compare_runs
+
+    rep = compare_runs(args.runs, args.out, overwrite=args.overwrite)
+    print(f"nmtfrag audit compare: {len(rep['runs'])} runs; report in {args.out}",
           file=sys.stderr)
     return 0
 

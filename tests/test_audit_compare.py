@@ -1,0 +1,88 @@
+"""Comparison report: figures are carried over from each run's reports, missing ones are
+shown as '–', ε comes from privacy.json or the YAML, bad input is refused."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from nmtfrag.audit.compare import compare_runs
+from nmtfrag.errors import InputError
+
+
+def _w(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+
+
+def _eval(bleu):
+    return {"kind": "nmtfrag-evaluation", "scores": {"bleu": bleu, "chrf": bleu + 20,
+                                                     "bleu_signature": "sig"},
+            "params": {"lines": 300}}
+
+
+def _exposure(e100, e0):
+    return {"kind": "nmtfrag-exposure-audit", "summary_by_repeats": {
+        "0": {"canaries": 2, "exposure_mean": e0, "extracted": 0},
+        "100": {"canaries": 2, "exposure_mean": e100, "extracted": 1}}}
+
+
+RECON = {"kind": "nmtfrag-reconstruction-audit", "max_len": 4,
+         "release": {"params": {"sample_rate": 0.5}},
+         "scores": {"pair": {"rebuilt_exactly_share": 0.013},
+                    "tgt": {"rebuilt_exactly_share": 0.015, "ngrams_recovered_share": 0.14,
+                            "longest_span": {"median": 6},
+                            "longest_span_share_of_sentence": {"mean": 0.34}},
+                    "src": {"ngrams_recovered_share": 0.12}}}
+
+
+@pytest.fixture
+def runs(tmp_path):
+    _w(tmp_path / "e" / "base" / "report.json", _eval(10.0))
+    _w(tmp_path / "e" / "phr" / "report.json", _eval(14.5))
+    _w(tmp_path / "e" / "dp" / "report.json", _eval(11.0))
+    _w(tmp_path / "x" / "base.json", _exposure(1.2, 1.0))
+    _w(tmp_path / "x" / "phr.json", _exposure(6.5, 1.1))
+    _w(tmp_path / "r" / "report.json", RECON)
+    _w(tmp_path / "m" / "privacy.json", {"total": {"epsilon": 7.9, "delta": 1e-5}})
+    (tmp_path / "runs.yaml").write_text(
+        "title: test\nruns:\n"
+        "  - {name: baseline, approach: none, evaluate: e/base, exposure: x/base.json}\n"
+        "  - {name: phrases, evaluate: e/phr, exposure: x/phr.json, reconstruction: r}\n"
+        "  - {name: dp, evaluate: e/dp, privacy: m/privacy.json}\n")
+    return tmp_path
+
+
+def test_report_carries_figures(runs):
+    rep = compare_runs(str(runs / "runs.yaml"), str(runs / "out"))
+    by = {r["name"]: r for r in rep["runs"]}
+    assert by["phrases"]["bleu"] == 14.5
+    assert by["phrases"]["reconstruction"]["tgt_ngrams_recovered_share"] == 0.14
+    assert by["phrases"]["exposure"]["100"]["exposure_mean"] == 6.5
+    assert by["dp"]["epsilon"] == 7.9 and "epsilon" not in by["baseline"]
+    md = (runs / "out" / "report.md").read_text()
+    assert "| phrases |" in md and "14.00%" in md and "6.50" in md and "7.9" in md
+    assert (runs / "out" / "privacy_utility.png").stat().st_size > 1000
+    assert json.loads((runs / "out" / "report.json").read_text()) == rep
+
+
+@pytest.mark.parametrize("yaml_text, message", [
+    ("runs: []\n", "non-empty"),
+    ("runs:\n  - {name: a, evaluate: nope}\n", "does not exist"),
+    ("runs:\n  - {name: a, bleu: 3}\n", "unknown keys"),
+    ("runs:\n  - {name: a}\n  - {name: a}\n", "two runs"),
+    ("runs: [\n", "not valid YAML"),
+    ("runs:\n  - {name: a, evaluate: r}\n", "not a nmtfrag-evaluation"),
+])
+def test_bad_runs_are_refused(runs, yaml_text, message):
+    (runs / "bad.yaml").write_text(yaml_text)
+    with pytest.raises(InputError, match=message):
+        compare_runs(str(runs / "bad.yaml"), str(runs / "o"))
+
+
+def test_cli(runs):
+    cmd = [sys.executable, "-m", "nmtfrag", "audit", "compare", "--runs",
+           str(runs / "runs.yaml"), "--out", str(runs / "c")]
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    again = subprocess.run(cmd, capture_output=True, text=True)
+    assert again.returncode == 2 and again.stderr.startswith("error:")
