@@ -154,69 +154,94 @@ def _contains(big, small):
     return any(big[i:i + n] == small for i in range(len(big) - n + 1))
 
 
-def _agreeing(items, frags, right):
-    """Representative of candidate set `items` [(id, offset)] if they agree, else None."""
-    if len(items) == 1:
-        return items[0]
-    longest = max(len(frags[i][1]) for i, _ in items)
-    ref = next(frags[i][1] for i, _ in items if len(frags[i][1]) == longest)
-    pos = {}
-    for i, d in items:
-        t = frags[i][1]
-        if (ref[:len(t)] if right else ref[len(ref) - len(t):]) != t:
-            return None
-        for k, tok in enumerate(frags[i][0]):
-            have = pos.setdefault(d + k, tok)
-            if have != tok:
-                return None
-    return max(items, key=lambda x: (len(frags[x[0]][1]), len(frags[x[0]][0]), -x[0]))
+HEAVY = 32  # candidate lists longer than this are split by source token on first use
 
 
 def _build_index(frags, lmax, right):
-    """right=True: prefixes (for successors); False: suffixes (for predecessors).
+    """right=True: target prefixes (for successors); False: suffixes (predecessors).
 
-    Overlap o ≥ 2 is keyed by the target o-gram; o = 1 also by one source token, since
-    a one-word overlap ("the") has thousands of candidates and a candidate must share
-    at least one source token anyway.
+    index[o][o-gram] → ids of fragments whose target is longer than o and starts (ends)
+    with that o-gram.
     """
     index = {o: {} for o in range(1, lmax)}
-    for i, (s, t) in enumerate(frags):
+    for i, (_, t) in enumerate(frags):
         lt = len(t)
         for o in range(1, lt):
-            key = t[:o] if right else t[lt - o:]
-            if o == 1:
-                for tok in set(s):
-                    index[1].setdefault((key[0], tok), []).append(i)
-            else:
-                index[o].setdefault(key, []).append(i)
+            index[o].setdefault(t[:o] if right else t[lt - o:], []).append(i)
     return index
 
 
+class _Candidates:
+    """Candidate lookup; a long list ("of the" …) is split by source token once, since
+    a candidate must share at least one source token with the fragment anyway."""
+
+    def __init__(self, frags, index):
+        self.frags, self.index, self.split = frags, index, {}
+
+    def get(self, o, key, src):
+        lst = self.index[o].get(key)
+        if lst is None:
+            return ()
+        if len(lst) <= HEAVY:
+            return lst
+        by_tok = self.split.get((o, key))
+        if by_tok is None:
+            by_tok = {}
+            for i in lst:
+                for tok in set(self.frags[i][0]):
+                    by_tok.setdefault(tok, []).append(i)
+            self.split[(o, key)] = by_tok
+        toks = set(src)
+        if len(toks) == 1:
+            return by_tok.get(next(iter(toks)), ())
+        seen = set()
+        for tok in toks:
+            seen.update(by_tok.get(tok, ()))
+        return seen
+
+
 def _best_neighbours(frags, index, lmax, min_overlap, right, progress=None):
-    """For each fragment: (neighbour id, source offset of the neighbour, overlap) or None."""
+    """For each fragment: (neighbour id, source offset of the neighbour, overlap) or None.
+
+    The candidates at the longest overlap that has any (source-compatible) candidate
+    must agree with each other (targets nested from the overlap on, sources agreeing
+    position by position once placed); the first disagreement makes the fragment's
+    neighbour undefined, whatever the order the candidates are seen in.
+    """
     out = [None] * len(frags)
+    cands = _Candidates(frags, index)
     for a, (sa, ta) in enumerate(frags):
         la = len(ta)
         for o in range(min(la - 1, lmax - 1), min_overlap - 1, -1):
             key = ta[la - o:] if right else ta[:o]
-            if o == 1:
-                cand = set()
-                for tok in set(sa):
-                    cand.update(index[1].get((key[0], tok), ()))
-                cand = sorted(cand)
-            else:
-                cand = index[o].get(key, ())
-            items = []
-            for b in cand:
+            best, best_key, ref, pos, found, ok = None, None, None, None, False, True
+            for b in cands.get(o, key, sa):
                 if b == a:
                     continue
-                d = _placement(sa, frags[b][0])
-                if d is not None:
-                    items.append((b, d))
-            if items:
-                rep = _agreeing(items, frags, right)
-                if rep is not None:
-                    out[a] = (rep[0], rep[1], o)
+                sb, tb = frags[b]
+                d = _placement(sa, sb)
+                if d is None:
+                    continue
+                if not found:
+                    found, ref, pos = True, tb, {}
+                # targets: all continue the same way from the overlap on
+                short, long_ = (tb, ref) if len(tb) <= len(ref) else (ref, tb)
+                if (long_[:len(short)] if right else long_[len(long_) - len(short):]) != short:
+                    ok = False
+                    break
+                ref = long_
+                for k, tok in enumerate(sb):
+                    if pos.setdefault(d + k, tok) != tok:
+                        ok = False
+                        break
+                if not ok:
+                    break
+                k = (len(tb), len(sb), -b)
+                if best_key is None or k > best_key:
+                    best, best_key = (b, d, o), k
+            if found:
+                if ok:
+                    out[a] = best
                 break
         if progress is not None:
             progress.update(1)
