@@ -76,8 +76,9 @@ def run(args):
             yield (to_tokens(s, args.src_lang, args.pretokenized),
                    to_tokens(t, args.tgt_lang, args.pretokenized))
 
+    # --extend keeps the base model's merges and only appends; no codes to learn
     res = vocab.dp_vocabulary(pairs(), args.sigma, args.delta, args.tuple_len,
-                              args.merges, seed=args.seed,
+                              0 if args.extend else args.merges, seed=args.seed,
                               pairs_per_tuple=args.pairs_per_tuple,
                               min_frequency=args.min_frequency)
     noisy = res["noisy"]
@@ -115,7 +116,8 @@ def run(args):
     write_json(os.path.join(out, "manifest.json"), manifest)
     e = res["epsilon"]
     print(f"kept {len(noisy)} of {res['stats']['distinct_words']} words "
-          f"(threshold C = {res['threshold']:.1f}); {len(res['codes'])} merges")
+          f"(threshold C = {res['threshold']:.1f})"
+          + ("" if args.extend else f"; {len(res['codes'])} merges"))
     if extension:
         print(f"extended {args.extend}: {extension['new_words']} new words, "
               f"{extension['new_symbols']} new symbols")

@@ -95,7 +95,7 @@ def learn_bpe_codes(noisy, merges, min_frequency=2):
 
     from subword_nmt.learn_bpe import learn_bpe
 
-    if not noisy:
+    if not noisy or merges <= 0:
         return []
     dict_text = "".join(f"{w} {max(1, int(round(c)))}\n" for w, c in sorted(noisy.items()))
     out, err = io.StringIO(), io.StringIO()
@@ -191,6 +191,7 @@ def dp_vocabulary(pairs, sigma, delta, tuple_len, merges, seed=1, pairs_per_tupl
                     "method": "analytic Gaussian mechanism (Balle & Wang 2018) at "
                               "sensitivity √N, plus δ for the threshold",
                     "epsilon_corollary_1": eps["corollary_1"],
+                    "corollary_1_valid": eps["corollary_1"] < 1.0,
                     "sigma": sigma, "tuple_len": tuple_len,
                     "pairs_per_tuple": pairs_per_tuple, "threshold": thr,
                     "unit": ("one sentence pair" if pairs_per_tuple == 1 else
