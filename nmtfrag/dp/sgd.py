@@ -25,6 +25,7 @@ that must resist an attacker who knows the seed should draw it from a secure sou
 """
 import math
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -82,7 +83,11 @@ class DPSGD:
         self.gsm.enable_hooks()
         losses = fairseq_opacus.example_losses(self.model, sample, self.label_smoothing,
                                                self.pad_idx)
-        losses.sum().backward()
+        with warnings.catch_warnings():
+            # token-id inputs need no gradient: torch's notice about hooks on the
+            # embedding is expected and harmless
+            warnings.filterwarnings("ignore", message="Full backward hook is firing")
+            losses.sum().backward()
         grads = fairseq_opacus.per_example_grads(self.gsm, self.params)
         sq = torch.zeros(n, dtype=torch.float64)
         for _, gs in grads:
