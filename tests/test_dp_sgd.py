@@ -35,6 +35,9 @@ def tiny(tmp_path_factory):
     tgt = [td.encode_line(bpe.apply([t])[0], add_if_not_exist=False).long() for _, t in pairs]
     ds = LanguagePairDataset(src, [len(s) for s in src], sd, tgt, [len(t) for t in tgt], td,
                              left_pad_source=True)
+    ds16 = LanguagePairDataset(src[:16], [len(s) for s in src[:16]], sd, tgt[:16],
+                               [len(t) for t in tgt[:16]], td, left_pad_source=True)
+    ds.first16 = ds16
     return model, ds
 
 
@@ -123,12 +126,14 @@ def test_noise_has_the_right_scale(tiny):
 
 
 @pytest.mark.parametrize("physical", [4, 1])
-def test_physical_batches_do_not_change_the_step(tiny, physical):
-    model0, ds = tiny
+def test_one_logical_step_in_1_4_16_physical_batches(tiny, physical):
+    """16 pairs sampled with q = 1: one logical batch of exactly 16, processed as 1, 4 or
+    16 physical batches, must give the same privacy step, noise and update."""
+    model0, ds = tiny[0], tiny[1].first16
 
     def run(pb):
         model = copy.deepcopy(model0)
-        recs, hist, _ = sgd.train_dp(model, ds, steps=2, rate_of_step=lambda t: 16 / 24,
+        recs, hist, _ = sgd.train_dp(model, ds, steps=2, rate_of_step=lambda t: 1.0,
                                      noise_multiplier=0.7, max_grad_norm=0.5,
                                      physical_batch=pb, lr=1e-3, seed=5,
                                      label_smoothing=0.1)
@@ -136,15 +141,30 @@ def test_physical_batches_do_not_change_the_step(tiny, physical):
 
     m16, r16, h16 = run(16)
     mp, rp, hp = run(physical)
-    assert h16 == hp == [(0.7, 16 / 24, 2)]  # one privacy step per logical batch
+    assert h16 == hp == [(0.7, 1.0, 2)]  # one privacy step per logical batch
     from nmtfrag.dp import accounting
     assert accounting.epsilon(h16, 1e-5) == accounting.epsilon(hp, 1e-5)
     for a, b in zip(r16, rp):
-        assert a["examples"] == b["examples"] > 0
+        assert a["examples"] == b["examples"] == 16
         assert a["noise_norm"] == pytest.approx(b["noise_norm"], rel=1e-6)
         assert a["signal_norm"] == pytest.approx(b["signal_norm"], rel=1e-4)
     for (n, a), b in zip(m16.named_parameters(), mp.parameters()):
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-6), n
+
+
+def test_poisson_steps_accumulate_the_same_as_one_batch(tiny):
+    model0, ds = tiny
+    runs = []
+    for pb in (24, 3):
+        model = copy.deepcopy(model0)
+        recs, hist, _ = sgd.train_dp(model, ds, steps=2, rate_of_step=lambda t: 0.5,
+                                     noise_multiplier=0.7, max_grad_norm=0.5,
+                                     physical_batch=pb, lr=1e-3, seed=9)
+        runs.append((model, recs, hist))
+    assert runs[0][2] == runs[1][2] == [(0.7, 0.5, 2)]
+    assert [r["examples"] for r in runs[0][1]] == [r["examples"] for r in runs[1][1]]
+    for a, b in zip(runs[0][0].parameters(), runs[1][0].parameters()):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
 def test_empty_poisson_batch_takes_a_noise_only_step(tiny):
