@@ -9,7 +9,8 @@ def add_arguments(parser):
     g = parser.add_argument_group(
         "differential privacy (DP-SGD)",
         "With --dp, training uses per-example clipping, Gaussian noise and Poisson "
-        "sampling of logical batches; the privacy certificate goes to the manifest.")
+        "sampling of logical batches (see `nmtfrag privacy` to plan ε before "
+        "training); the certificate goes to OUT/privacy.json and OUT/manifest.json.")
     g.add_argument("--dp", action="store_true",
                    help="train with DP-SGD (requires --delta and one of "
                         "--target-epsilon / --noise-multiplier)")
@@ -34,8 +35,8 @@ def add_arguments(parser):
                         '"256:0,1024:200" (Anil et al. 2021 §5.2.2); overrides '
                         "--logical-batch")
     g.add_argument("--dp-steps", type=int, default=None,
-                   help="number of noisy (logical) steps; default: one epoch's worth "
-                        "times --max-epoch")
+                   help="number of noisy (logical) steps; default: --max-updates, else "
+                        "enough steps for --max-epochs passes over the data")
     g.add_argument("--accountant", choices=("rdp", "prv"), default="rdp",
                    help="privacy accountant used for calibration and the certificate "
                         "(default rdp; the other one is reported as a cross-check)")
