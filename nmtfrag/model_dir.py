@@ -29,6 +29,7 @@ VOCAB_MATRICES = (
     ("encoder.embed_tokens.weight", "src"),
     ("decoder.embed_tokens.weight", "tgt"),
     ("decoder.output_projection.weight", "tgt"),
+    ("decoder.embed_out", "tgt"),  # untied output matrix in older checkpoints
 )
 N_SPECIAL = 4  # fairseq Dictionary: <s>, <pad>, </s>, <unk> precede the file's entries
 _CKPT_RE = re.compile(r"^model(\d*)\.pt$")
