@@ -217,19 +217,31 @@ class _LogCapture(logging.Handler):
         super().close()
 
 
-def _attach(handler):
-    names = ("fairseq", "fairseq_cli")
-    for n in names:
+def _attach(handler, console_level=logging.INFO):
+    """Route fairseq's loggers to `handler` (train.log) and to stderr at `console_level`
+    (nothing of fairseq's reaches stdout: fairseq_cli.train points the root logger there).
+    Returns what `_detach` needs to restore them."""
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(console_level)
+    console.setFormatter(handler.formatter)
+    saved = []
+    for n in ("fairseq", "fairseq_cli"):
         lg = logging.getLogger(n)
+        saved.append((lg, lg.level, lg.propagate))
         lg.addHandler(handler)
-        if lg.level == logging.NOTSET or lg.level > logging.INFO:
-            lg.setLevel(logging.INFO)
-    return names
+        lg.addHandler(console)
+        lg.setLevel(logging.INFO)
+        lg.propagate = False
+    return saved, console
 
 
-def _detach(handler, names):
-    for n in names:
-        logging.getLogger(n).removeHandler(handler)
+def _detach(handler, attached):
+    saved, console = attached
+    for lg, level, propagate in saved:
+        lg.removeHandler(handler)
+        lg.removeHandler(console)
+        lg.setLevel(level)
+        lg.propagate = propagate
 
 
 def _setup_console_logging(quiet):
@@ -237,9 +249,6 @@ def _setup_console_logging(quiet):
     if not root.handlers:  # before fairseq_cli.train's basicConfig, which uses stdout
         logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                             format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
-    if quiet:
-        for n in ("fairseq", "fairseq_cli"):
-            logging.getLogger(n).setLevel(logging.WARNING)
 
 
 def run_fairseq_train(cfg):
@@ -269,11 +278,11 @@ def validation_loss(bin_dir, ckpt, *, src_lang, tgt_lang, max_tokens, device,
     override = options.parse_args_and_arch(options.get_validation_parser(), argv,
                                            suppress_defaults=True)
     handler = _LogCapture(os.devnull)
-    names = _attach(handler)
+    attached = _attach(handler, logging.WARNING)
     try:
         fs_validate.main(convert_namespace_to_omegaconf(args), override)
     finally:
-        _detach(handler, names)
+        _detach(handler, attached)
         handler.close()
     return handler.valid[-1]["loss"] if handler.valid else None
 
@@ -389,12 +398,12 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
     cfg = build_train_cfg(argv, md.arch)
     os.makedirs(save_dir, exist_ok=True)
     handler = _LogCapture(os.path.join(out, "train.log"))
-    names = _attach(handler)
+    attached = _attach(handler, logging.WARNING if quiet else logging.INFO)
     t_train = time.time()
     try:
         run_fairseq_train(cfg)
     finally:
-        _detach(handler, names)
+        _detach(handler, attached)
         handler.close()
     train_seconds = time.time() - t_train
 
