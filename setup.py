@@ -28,6 +28,7 @@ setup(
         "tqdm",
         "matplotlib",
         "pyyaml",
+        "scipy",  # audit exposure: skew-normal extrapolation
     ],
     extras_require={
         "test": ["pytest", "hypothesis", "dp-accounting"],
