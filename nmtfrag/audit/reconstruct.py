@@ -21,7 +21,8 @@ kept). The algorithm (deterministic and independent of the release's line order)
    The candidate set is accepted only if its members agree with each other (each
    target is a prefix of the longest one, and the sources, once placed against A's,
    agree position by position); its representative (longest target, then longest
-   source) is A's successor. Left extension is symmetric (predecessor);
+   source) is A's successor. Left extension is symmetric (predecessor). More than
+   1,000 candidates sharing a source token at one overlap count as ambiguous too;
 4. an edge A→B is kept only if B is A's successor AND A is B's predecessor (a mutual,
    unambiguous best overlap), so the graph falls into simple paths; a cycle (a text
    that repeats itself) is cut before its smallest fragment;
@@ -155,6 +156,7 @@ def _contains(big, small):
 
 
 HEAVY = 32  # candidate lists longer than this are split by source token on first use
+MAX_SCAN = 1000  # more candidates than this sharing a source token: an unresolvable repeat
 
 
 def _build_index(frags, lmax, right):
@@ -206,7 +208,9 @@ def _best_neighbours(frags, index, lmax, min_overlap, right, progress=None):
     The candidates at the longest overlap that has any (source-compatible) candidate
     must agree with each other (targets nested from the overlap on, sources agreeing
     position by position once placed); the first disagreement makes the fragment's
-    neighbour undefined, whatever the order the candidates are seen in.
+    neighbour undefined, whatever the order the candidates are seen in. More than
+    MAX_SCAN candidates at one overlap is a repeat too common to resolve: undefined too
+    (this keeps the attack near-linear in the release size).
     """
     out = [None] * len(frags)
     cands = _Candidates(frags, index)
@@ -215,7 +219,10 @@ def _best_neighbours(frags, index, lmax, min_overlap, right, progress=None):
         for o in range(min(la - 1, lmax - 1), min_overlap - 1, -1):
             key = ta[la - o:] if right else ta[:o]
             best, best_key, ref, pos, found, ok = None, None, None, None, False, True
-            for b in cands.get(o, key, sa):
+            cand = cands.get(o, key, sa)
+            if len(cand) > MAX_SCAN:
+                break  # e.g. "of the" after "der": treated as ambiguous, never resolved
+            for b in cand:
                 if b == a:
                     continue
                 sb, tb = frags[b]
