@@ -178,7 +178,7 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
                                source_name)
         timings["symmetrise"] = time.perf_counter() - t0
 
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         shuffle = ExternalShuffle(work, seed, buckets_for(n_lines))
         sentences_without_pairs = short_sentence_pairs = 0
         try:
@@ -193,6 +193,7 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
                 sentences_without_pairs += not phrase_pairs
                 short_sentence_pairs += max(len(s_tok), len(t_tok)) <= max_len
             timings["extract"] = time.perf_counter() - t0
+            timings["extract_cpu"] = time.process_time() - cpu0
 
             t0 = time.perf_counter()
             with ReleaseWriter(out, names, max_len, tag) as writer:
