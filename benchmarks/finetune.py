@@ -7,9 +7,12 @@ machine hits both alike. Printed per run and as medians:
 
 - fairseq's own training throughput (`wps` of the train summary: target tokens per
   second of training wall time) — the figure the issue asks for;
-- end-to-end target tokens / wall second of the training call (ours: the
-  `finetune()` training phase in-process; fairseq: the whole `fairseq-train` process,
-  including its Python start-up).
+- target tokens / wall second of the training call (ours: the training phase of
+  `nmtfrag finetune`, i.e. without our preprocessing but with model loading and the
+  final validation; fairseq: the whole `fairseq-train` process including its Python
+  start-up) — indicative only, the boundaries differ.
+
+Both runs are fresh processes with the same OMP/MKL thread settings.
 
 Target: ours / fairseq ≥ 0.95.
 
@@ -109,7 +112,8 @@ def main():
         argv[argv.index("--save-dir") + 1] = save_dir
         argv[argv.index("--max-update") + 1] = str(a.updates)
         argv[argv.index("--restore-file") + 1] = init
-        argv += ["--disable-validation"]
+        # same options as ours, so both validate once when training stops (fairseq's
+        # wps counts that time too)
         for k in ARCH_FLAGS:
             if md.arch.get(k) is not None:
                 argv += ["--" + k.replace("_", "-"), str(md.arch[k])]
@@ -120,16 +124,23 @@ def main():
 
     ours, theirs = [], []
     for rep in range(a.reps):
-        # ours: the same fine-tuning call users make (re-preparing excluded from timing)
+        # ours: the command users run (a fresh process, like fairseq-train below)
         out = os.path.join(work, f"ours{rep}")
-        m = finetune(a.model, [a.src, a.tgt], out, valid_src=a.valid_src,
-                     valid_tgt=a.valid_tgt, pretokenized=a.pretokenized,
-                     max_updates=a.updates, max_tokens=a.max_tokens,
-                     validate_every=10 ** 9, measure_before=False, quiet=True,
-                     threads=a.threads, patience=-1)
+        env = dict(os.environ, OMP_NUM_THREADS=str(a.threads),
+                   MKL_NUM_THREADS=str(a.threads))
+        cmd = ["nmtfrag", "finetune", "--model", a.model, "--train", a.src, a.tgt,
+               "--valid-src", a.valid_src, "--valid-tgt", a.valid_tgt, "--out", out,
+               "--max-updates", str(a.updates), "--max-tokens", str(a.max_tokens),
+               "--validate-every", str(10 ** 9), "--patience", "-1", "--threads",
+               str(a.threads), "--device", "cpu", "-q", "--overwrite"]
+        if a.pretokenized:
+            cmd.append("--pretokenized")
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(r.stderr[-3000:], file=sys.stderr)
+            raise SystemExit("nmtfrag finetune failed")
+        m = json.load(open(os.path.join(out, "manifest.json")))
         wps, toks, n = summary(open(os.path.join(out, "train.log")).read())
-        # fairseq validates once when training ends (ours: 1 validation): subtract it
-        # from neither; the fairseq run disables validation, so compare training wps.
         ours.append({"wps": wps, "tokens": toks, "updates": n,
                      "wall_tok_s": toks / m["result"]["train_seconds_this_run"]})
         # fairseq-train directly
@@ -157,7 +168,7 @@ def main():
     wt = statistics.median(x["wall_tok_s"] for x in theirs)
     print(f"training throughput (fairseq wps, target tokens/s): nmtfrag {mo:.1f}, "
           f"fairseq-train {mt:.1f}, ratio {mo / mt:.3f} (target >= 0.95)")
-    print(f"end-to-end training call (target tokens / wall s): nmtfrag {wo:.1f}, "
+    print(f"training call, tokens / wall s (boundaries differ, indicative): nmtfrag {wo:.1f}, "
           f"fairseq-train {wt:.1f}, ratio {wo / wt:.3f}")
     print(f"model {a.model}, {a.updates} updates of <= {a.max_tokens} tokens, "
           f"{a.threads} thread(s), {a.reps} alternating reps, scratch {work}")
