@@ -164,3 +164,36 @@ def test_budget_and_release_language_checks(tiny_model_dir, data, tmp_path):
     with pytest.raises(InputError, match="release is de→fr"):
         finetune(tiny_model_dir, str(rel), str(tmp_path / "b"), valid_src=data["valid"][0],
                  valid_tgt=data["valid"][1], max_updates=1)
+
+
+def test_text_modes_follow_the_release_manifest(tmp_path):
+    from nmtfrag.finetune import resolve_train
+
+    pairs = make_corpus(3, seed=2)
+    hub = _release(tmp_path / "hub", pairs, pretokenized=False)
+    pre = _release(tmp_path / "pre", pairs, pretokenized=True)
+    assert resolve_train(hub)[2] == "hub"
+    assert resolve_train(pre)[2] == "moses"
+    files = write_parallel(pairs, str(tmp_path / "plain"))
+    assert resolve_train(list(files))[2] == "raw"
+    assert resolve_train(list(files), pretokenized=True)[2] == "moses"
+    assert resolve_train(str(tmp_path / "plain"))[:2] == files
+    with pytest.raises(InputError, match="not a release directory"):
+        resolve_train(str(tmp_path / "nothing"))
+
+
+def test_moses_tokenised_text_is_made_consistent_with_the_hub_pipeline():
+    from nmtfrag.bpe import hub_tokens
+    from nmtfrag.tokenize import tokenize
+
+    raw = "The patient's anti-viral dose: 5 < 10 & \"safe\"."
+    moses = "The patient 's anti-viral dose : 5 < 10 & \" safe \" ."  # EMEA style
+    # what the model's own pipeline makes of the raw sentence …
+    assert hub_tokens(raw, "en", "raw") == tokenize(raw, "en")
+    # … is what we feed it for the Moses-tokenised, unescaped version
+    assert hub_tokens(moses, "en", "moses") == tokenize(raw, "en")
+    assert "&lt;" in hub_tokens(moses, "en", "moses")
+    assert "@-@" in hub_tokens(moses, "en", "moses")
+    # hub-tokenised text (a release without --pretokenized) passes unchanged
+    done = tokenize(raw, "en")
+    assert hub_tokens(done, "en", "hub") == done
