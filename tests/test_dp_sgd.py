@@ -264,3 +264,22 @@ def test_finetune_dp_refuses_void_configurations(tiny_dir, capsys, extra, msg):
     root, base = tiny_dir
     assert main(_argv(root, base, "refused", "--overwrite", *extra)) == 2
     assert msg in capsys.readouterr().err
+
+
+def test_example_losses_sum_to_fairseq_criterion(tiny):
+    """Our per-pair losses are fairseq's label-smoothed cross-entropy, split by pair."""
+    from argparse import Namespace
+
+    from fairseq.criterions.label_smoothed_cross_entropy import (
+        LabelSmoothedCrossEntropyCriterion)
+
+    model, ds = copy.deepcopy(tiny[0]), tiny[1]
+    model.eval()
+    sample = ds.collater([ds[i] for i in range(10)])
+    task = Namespace(target_dictionary=ds.tgt_dict)
+    crit = LabelSmoothedCrossEntropyCriterion(task, sentence_avg=False, label_smoothing=0.1)
+    with torch.no_grad():
+        ref, _, _ = crit(model, sample, reduce=True)
+        ours = fairseq_opacus.example_losses(model, sample, 0.1)
+    assert ours.shape == (10,)
+    assert float(ours.sum()) == pytest.approx(float(ref), rel=1e-5)
