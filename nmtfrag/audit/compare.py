@@ -166,6 +166,13 @@ def plot(rows, path, title):
             label = r["name"] + (f" (ε={r['epsilon']:.3g})" if r.get("epsilon") is not None
                                  else "")
             ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
+        if ax is axes[0]:
+            ref = [r["exposure"]["0"]["exposure_mean"] for r in rows
+                   if "0" in (r.get("exposure") or {})]
+            if ref:
+                ax.axvline(sum(ref) / len(ref), color="grey", linestyle="--", linewidth=1,
+                           label="never-planted canaries (reference)")
+                ax.legend(fontsize=8, loc="lower right")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("BLEU")
         ax.grid(alpha=0.3)
