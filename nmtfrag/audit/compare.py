@@ -172,7 +172,7 @@ def plot(rows, path, title):
             if ref:
                 ax.axvline(sum(ref) / len(ref), color="grey", linestyle="--", linewidth=1,
                            label="never-planted canaries (reference)")
-                ax.legend(fontsize=8, loc="lower right")
+                ax.legend(fontsize=8, loc="best")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("BLEU")
         ax.grid(alpha=0.3)
