@@ -247,6 +247,28 @@ def test_finetune_dp_end_to_end(tiny_dir, capsys):
     assert isinstance(hub.translate("haus katze ."), str)
 
 
+def test_vocabulary_epsilon_composes_into_the_certificate(tiny_dir, tmp_path):
+    import json
+    import shutil
+
+    from nmtfrag.cli import main
+
+    root, base = tiny_dir
+    ext = tmp_path / "ext"
+    shutil.copytree(base, ext)  # stands for a `nmtfrag vocab --dp --extend` output
+    (ext / "privacy.json").write_text(json.dumps(
+        {"vocabulary": {"epsilon": 0.4, "delta": 2e-9}}))
+    argv = _argv(root, str(ext), "dpv", "--noise-multiplier", "2.0", "--delta", "1e-3",
+                 "--logical-batch", "30", "--physical-batch", "30", "--dp-steps", "2",
+                 "--dp-freeze-embeddings")
+    assert main(argv) == 0
+    priv = json.loads((root / "dpv" / "privacy.json").read_text())
+    assert priv["total"]["epsilon"] == pytest.approx(0.4 + priv["training"]["epsilon"])
+    assert priv["total"]["delta"] == pytest.approx(1e-3 + 2e-9)
+    man = json.loads((root / "dpv" / "manifest.json").read_text())
+    assert man["params"]["frozen"] and man["result"]["trainable_parameters"] > 0
+
+
 @pytest.mark.parametrize("extra,msg", [
     (["--noise-multiplier", "1", "--logical-batch", "30"], "δ"),
     (["--noise-multiplier", "1", "--target-epsilon", "3", "--delta", "1e-3",

@@ -94,6 +94,8 @@ def _certificate(model_dir):
             cert = json.load(f)
         hist = [tuple(h) for h in cert["training"]["history"]]
         delta_t = cert["training"]["delta"]
+        if len(hist) == 0 or any(len(h) != 3 for h in hist):
+            raise ValueError("history must be [[σ, q, steps], …]")
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{path}: malformed privacy certificate ({exc})") from None
     recomputed = {name: accounting.epsilon(hist, delta_t, name)
@@ -101,8 +103,12 @@ def _certificate(model_dir):
     main = cert["training"].get("accountant", "rdp")
     eps_t = recomputed[main]
     vocab = cert.get("vocabulary") or {"epsilon": 0.0, "delta": 0.0}
-    eps, delta = accounting.compose_basic((vocab["epsilon"], vocab["delta"]),
-                                          (eps_t, delta_t))
+    try:
+        eps, delta = accounting.compose_basic((vocab["epsilon"], vocab["delta"]),
+                                              (eps_t, delta_t))
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"{path}: malformed vocabulary entry (needs epsilon and "
+                         "delta)") from None
     return {"model_dir": os.path.abspath(model_dir),
             "training": {**cert["training"], "epsilon": eps_t,
                          "epsilon_recomputed": recomputed},
