@@ -99,10 +99,10 @@ def plot_lengths(hyp_len, ref_len, path, title):
     """PNG: output length vs reference length per sentence, with bucket means."""
     import logging
 
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # before its import logs
     import matplotlib
 
     matplotlib.use("Agg")
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 4.5), dpi=120)

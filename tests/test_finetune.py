@@ -94,7 +94,10 @@ def test_finetuning_lowers_validation_loss(tiny_model_dir, data, tmp_path):
         r["valid_loss_best"], abs=1e-3)
     assert sorted(os.listdir(out)) == ["bpecodes", "dict.de.txt", "dict.en.txt",
                                        "manifest.json", "model.pt", "train.log"]
-    assert m["fairseq_train_argv"].count("--reset-optimizer") == 1
+    argv = m["fairseq_train_argv"]
+    assert argv.count("--reset-optimizer") == 1
+    # never the forks' default of 8, which drops the last partial (validation) batch
+    assert argv[argv.index("--required-batch-size-multiple") + 1] == "1"
     # and the result can be fine-tuned again (same layout)
     validate_model_dir(out)
 
