@@ -8,6 +8,7 @@ so `nmtfrag --help` stays fast. Exit codes: 0 success, 2 bad usage or input (one
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 from . import __version__
@@ -57,12 +58,19 @@ def build_parser():
     return parser
 
 
+def _exit_on_sigterm(signum, frame):
+    sys.exit(128 + signum)
+
+
 def main(argv=None):
     # fairseq calls torch.load without weights_only=False; torch >= 2.6 then refuses
     # every fairseq checkpoint. The flag is read at call time, so setting it here
     # covers all our commands without touching the user's shell.
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     args = build_parser().parse_args(argv)
+    # Turn `kill` (SIGTERM) into a normal exit so `finally` blocks run: private work dirs
+    # holding confidential text are removed and no half-written file is renamed into place.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         code = args._run(args)
     except InputError as exc:

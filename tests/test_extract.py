@@ -302,3 +302,29 @@ def test_sentences_too_long_for_eflomal_are_skipped_and_counted(corpus, tmp_path
     m = extract_release(str(long_src), str(long_tgt), str(tmp_path / "r2"),
                         pretokenized=True, alignments=str(ali)).manifest
     assert m["counts"]["sentence_pairs_used"] == len(DE) + 1
+
+
+def test_sigterm_removes_the_private_work_dir(corpus, tmp_path):
+    """A killed run leaves no copy of the corpus behind (and no release)."""
+    import signal
+    import subprocess
+    import sys
+
+    src, tgt, _ = corpus
+    work = tmp_path / "w"
+    slow = ("import time, sys, nmtfrag.extract as ex\n"
+            "orig = ex.tokenize_corpus\n"
+            "def slow(*a, **k):\n"
+            "    r = orig(*a, **k); print('ready', flush=True); time.sleep(60); return r\n"
+            "ex.tokenize_corpus = slow\n"
+            "from nmtfrag.cli import main\n"
+            "sys.exit(main(sys.argv[1:]))\n")
+    proc = subprocess.Popen([sys.executable, "-c", slow, "extract", "--src", src, "--tgt", tgt,
+                             "--out", str(tmp_path / "r"), "--pretokenized",
+                             "--work-dir", str(work)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    assert len(os.listdir(work)) == 1  # the private dir exists while running
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert os.listdir(work) == []
+    assert not (tmp_path / "r" / "manifest.json").exists()
