@@ -305,3 +305,36 @@ def test_example_losses_sum_to_fairseq_criterion(tiny):
         ours = fairseq_opacus.example_losses(model, sample, 0.1)
     assert ours.shape == (10,)
     assert float(ours.sum()) == pytest.approx(float(ref), rel=1e-5)
+
+
+def test_dp_device_choice_and_multi_device_refusal():
+    import argparse
+
+    import torch
+
+    from nmtfrag.dp import sgd
+    from nmtfrag.errors import InputError
+
+    assert sgd._dp_device(argparse.Namespace(device="cpu")) == torch.device("cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(InputError, match="no CUDA device"):
+            sgd._dp_device(argparse.Namespace(device="cuda"))
+    args = argparse.Namespace(delta=1e-6, target_epsilon=1.0, noise_multiplier=None,
+                              update_freq=1, fp16=False, resume=False, gpus=4,
+                              max_grad_norm=1.0, physical_batch=8, batch_schedule=None,
+                              logical_batch=64)
+    with pytest.raises(InputError, match="one device"):
+        sgd._check_args(args)
+    args.gpus = 1
+    sgd._check_args(args)  # a single device is fine
+
+
+def test_to_device_moves_every_tensor():
+    import torch
+
+    from nmtfrag.dp.sgd import to_device
+
+    sample = {"id": torch.arange(3), "net_input": {"src_tokens": torch.ones(3, 2)},
+              "nsentences": 3}
+    moved = to_device(sample, torch.device("cpu"))
+    assert moved["nsentences"] == 3 and torch.equal(moved["id"], sample["id"])

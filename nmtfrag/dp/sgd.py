@@ -19,7 +19,8 @@ Why each piece:
 - Gradient SNR ‖mean clipped gradient‖ / ‖noise / (q·n)‖ is logged per step (Anil et
   al. §5.2.1); weight decay is decoupled (AdamW) and may be large (§4.3); the logical
   batch may grow by a schedule (§5.2.2), the accountant composing each step's q.
-- One process, one device: the noise is added once (no per-shard noise to account for).
+- One process, one device (CPU or one CUDA GPU): the noise is added once (no per-shard
+  noise to account for); noise is drawn on the CPU, so runs match across devices.
 Noise comes from torch's generator seeded by --seed, for reproducibility; a deployment
 that must resist an attacker who knows the seed should draw it from a secure source.
 """
@@ -32,6 +33,13 @@ import torch
 
 from ..errors import InputError
 from . import accounting, fairseq_opacus
+
+
+def to_device(sample, device):
+    """A fairseq sample with every tensor on `device` (no copy when already there)."""
+    from fairseq.utils import apply_to_sample
+
+    return apply_to_sample(lambda t: t.to(device), sample)
 
 
 def poisson_indices(n, q, rng):
@@ -69,6 +77,8 @@ class DPSGD:
         self.expected_batch_size = float(expected_batch_size)
         self.label_smoothing = label_smoothing
         self.pad_idx = pad_idx
+        self.device = self.params[0].device
+        # noise is drawn on the CPU (same numbers on any device), then moved
         self.generator = torch.Generator().manual_seed(seed)
         self.summed = [torch.zeros_like(p) for p in self.params]
         self.n_examples = 0
@@ -79,6 +89,7 @@ class DPSGD:
         if not sample or sample.get("nsentences", 0) == 0:
             return {}
         n = sample["nsentences"]
+        sample = to_device(sample, self.device)
         self.gsm.expected_batch_size = n
         self.gsm.enable_hooks()
         losses = fairseq_opacus.example_losses(self.model, sample, self.label_smoothing,
@@ -89,7 +100,7 @@ class DPSGD:
             warnings.filterwarnings("ignore", message="Full backward hook is firing")
             losses.sum().backward()
         grads = fairseq_opacus.per_example_grads(self.gsm, self.params)
-        sq = torch.zeros(n, dtype=torch.float64)
+        sq = torch.zeros(n, dtype=torch.float64, device=self.device)
         for _, gs in grads:
             sq += torch.linalg.vector_norm(gs.reshape(n, -1), dim=1).double() ** 2
         norms = sq.sqrt()
@@ -110,7 +121,7 @@ class DPSGD:
     def noise(self):
         std = self.noise_multiplier * self.max_grad_norm
         return [torch.normal(0.0, std, size=p.shape, generator=self.generator,
-                             dtype=torch.float32).to(p.dtype) for p in self.params]
+                             dtype=torch.float32).to(p.device, p.dtype) for p in self.params]
 
     def step(self):
         """Add noise once, average by the expected batch size, update; return stats."""
@@ -187,6 +198,7 @@ def valid_loss(model, dataset, batch_size=64, label_smoothing=0.0):
     pad = dataset.src_dict.pad()
     for k in range(0, len(order), batch_size):
         sample = dataset.collater([dataset[i] for i in order[k:k + batch_size]])
+        sample = to_device(sample, next(model.parameters()).device)
         total += float(fairseq_opacus.example_losses(model, sample, label_smoothing,
                                                      pad).sum())
         tokens += int(sample["ntokens"])
@@ -210,9 +222,9 @@ def _check_args(args):
     if getattr(args, "resume", False):
         raise InputError("--resume is not supported with --dp (the privacy accountant "
                          "would restart); start again with --overwrite")
-    if getattr(args, "gpus", 1) not in (None, 1) or getattr(args, "device", None) == "cuda":
-        raise InputError("--dp runs on one CPU process (noise added once); multi-device "
-                         "DP training is not implemented")
+    if getattr(args, "gpus", 1) not in (None, 0, 1):
+        raise InputError("--dp runs in one process on one device (CPU or one GPU), so the "
+                         "noise is added once; multi-device DP training is not implemented")
     if args.max_grad_norm is None or not args.max_grad_norm > 0:
         raise InputError("--max-grad-norm must be positive")
     if args.physical_batch is None or args.physical_batch < 1:
@@ -220,6 +232,15 @@ def _check_args(args):
     if not args.batch_schedule and not args.logical_batch:
         raise InputError("--dp needs --logical-batch (expected pairs per noisy step) or "
                          "--batch-schedule")
+
+
+def _dp_device(args):
+    device = getattr(args, "device", None)
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda: no CUDA device is available")
+    return torch.device(device)
 
 
 def _total_steps(args, segments, n):
@@ -300,7 +321,8 @@ def dp_finetune(args):
                                             "dropout": args.dropout})
             task.load_dataset("train")
             task.load_dataset("valid")
-        model = models[0].float()
+        device = _dp_device(args)
+        model = models[0].float().to(device)
         train_ds, valid_ds = task.dataset("train"), task.dataset("valid")
         n = len(train_ds)
         accounting.check_delta(args.delta, n_examples=n)
@@ -359,7 +381,7 @@ def dp_finetune(args):
         fairseq_opacus.restore_model(model)
         state = load_state(init_ckpt)
         sd = model.state_dict()
-        state["model"] = {k: sd[k].detach().to(v.dtype) if k in sd else v
+        state["model"] = {k: sd[k].detach().to("cpu", v.dtype) if k in sd else v
                           for k, v in state["model"].items()}
         write_model_dir(out, state, os.path.join(bin_dir, f"dict.{src_lang}.txt"),
                         os.path.join(bin_dir, f"dict.{tgt_lang}.txt"), md.bpecodes,
