@@ -48,7 +48,8 @@ def _raw_lines(path):
             yield line_no, raw[:-1] if raw.endswith(b"\n") else raw
 
 
-def _check_file(path):
+def check_input_file(path):
+    """Refuse a path that is missing, a directory, or an empty file (exit 2)."""
     if not os.path.exists(path):
         raise InputError(f"{path}: no such file")
     if os.path.isdir(path):
@@ -62,7 +63,7 @@ def scan_text_file(path):
 
     Raises InputError naming the first line that is not valid UTF-8.
     """
-    _check_file(path)
+    check_input_file(path)
     n = 0
     for n, raw in _raw_lines(path):
         try:

@@ -38,7 +38,7 @@ import sys
 from array import array
 from dataclasses import dataclass, field
 
-from .corpus import SkipLog
+from .corpus import SkipLog, check_input_file
 from .errors import InputError
 from .fileio import (MANIFEST, atomic_writer, check_not_input, prepare_output_dir,
                      sha256_file, tool_versions, write_json)
@@ -95,12 +95,7 @@ def _parse_line(raw, path, line_no, normalised=None):
 
 def index_tsv(path):
     """First pass over the TSV: validate every line, index usable pairs per document."""
-    if not os.path.exists(path):
-        raise InputError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory, expected a TSV file")
-    if os.path.getsize(path) == 0:
-        raise InputError(f"{path}: file is empty")
+    check_input_file(path)
     index = DocIndex(path=path)
     offset = 0
     with open(path, "rb") as f:
