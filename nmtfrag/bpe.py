@@ -25,10 +25,9 @@ to the dictionaries).
 """
 from functools import lru_cache
 
+from .release import TAG_CLOSE, TAG_OPEN, TAGS
 from .tokenize import tokenize
 
-TAG_OPEN, TAG_CLOSE = "<P>", "</P>"
-TAGS = (TAG_OPEN, TAG_CLOSE)
 MODES = ("raw", "hub", "moses")
 
 

@@ -10,20 +10,13 @@ from collections import Counter
 
 from .fileio import atomic_writer
 
-TAG_OPEN, TAG_CLOSE = "<P>", "</P>"
+TAG_OPEN, TAG_CLOSE = "<P>", "</P>"  # the one definition; bpe and audit import it
+TAGS = (TAG_OPEN, TAG_CLOSE)
 
 
 def add_tags(segment):
     """`a b` → `<P> a b </P>`: tags are separate tokens (kept whole through BPE later)."""
     return f"{TAG_OPEN} {segment} {TAG_CLOSE}"
-
-
-def strip_tags(segment):
-    """Inverse of add_tags for a tagged segment; other segments are returned unchanged."""
-    tokens = segment.split()
-    if len(tokens) >= 2 and tokens[0] == TAG_OPEN and tokens[-1] == TAG_CLOSE:
-        tokens = tokens[1:-1]
-    return " ".join(tokens)
 
 
 class ReleaseTooLong(RuntimeError):

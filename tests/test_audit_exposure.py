@@ -16,7 +16,7 @@ import torch
 
 from nmtfrag.audit.exposure import CanaryScorer, canary_exposure, contains_secret
 from nmtfrag.generate import Translator
-from tinymodel import EN_WORDS, make_corpus
+from tinymodel import make_corpus
 
 torch.set_num_threads(1)
 

@@ -1,6 +1,4 @@
 """Privacy accounting: our RDP/PRV interface against Google's dp-accounting (RDP, PLD)."""
-import math
-
 import pytest
 
 from nmtfrag.cli import main

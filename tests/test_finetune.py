@@ -139,7 +139,7 @@ def test_resume_after_kill_continues_from_checkpoint(tiny_model_dir, data, tmp_p
     assert m["result"]["resumed"] and m["result"]["num_updates"] == k + 10
     with open(os.path.join(out, "train.log"), encoding="utf-8") as f:
         log = f.read()
-    assert f"checkpoint_last.pt (epoch" in log and f"@ {k} updates)" in log
+    assert "checkpoint_last.pt (epoch" in log and f"@ {k} updates)" in log
     assert "--reset-optimizer" not in m["fairseq_train_argv"]
 
 

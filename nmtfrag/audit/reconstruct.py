@@ -39,8 +39,7 @@ from dataclasses import dataclass
 from ..corpus import validate_parallel
 from ..errors import InputError
 from ..fileio import MANIFEST, read_json, sha256_file
-
-TAG_OPEN, TAG_CLOSE = "<P>", "</P>"
+from ..release import TAG_CLOSE, TAG_OPEN
 
 
 @dataclass(frozen=True)

@@ -272,8 +272,8 @@ def dp_finetune(args):
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     from ..bpe import BPE, TAGS
     from ..binarize import fairseq_log_level
-    from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, private_workdir,
-                          read_json, sha256_file, tool_versions, write_json)
+    from ..fileio import (MANIFEST, prepare_output_dir, private_workdir, read_json,
+                          sha256_file, tool_versions, write_json)
     from ..finetune import _prepare, resolve_train
     from ..model_dir import (grow_state, load_state, save_state, validate_model_dir,
                              write_dict_with, write_model_dir)
