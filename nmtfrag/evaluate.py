@@ -121,10 +121,9 @@ def plot_lengths(hyp_len, ref_len, path, title):
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp)
+    with atomic_writer(path, "wb") as f:
+        fig.savefig(f, format="png")
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def _load_baseline(baseline, ref_sha, n):

@@ -23,6 +23,7 @@ import shutil
 from dataclasses import dataclass, field
 
 from .errors import InputError
+from .fileio import atomic_writer
 
 # Parameters whose first dimension is a vocabulary: (key, side).
 VOCAB_MATRICES = (
@@ -219,10 +220,8 @@ def write_dict_with(src_path, dst_path, new_symbols):
     if text and not text.endswith("\n"):
         text += "\n"
     text += "".join(f"{s} 1\n" for s in added)
-    tmp = dst_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_writer(dst_path) as f:
         f.write(text)
-    os.replace(tmp, dst_path)
     return added
 
 
@@ -258,9 +257,8 @@ def save_state(state, path):
 
     state = dict(state)
     state.pop("last_optimizer_state", None)
-    tmp = path + ".tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    with atomic_writer(path, "wb") as f:
+        torch.save(state, f)
 
 
 def write_model_dir(out, state, src_dict, tgt_dict, bpecodes, src_lang="de",
