@@ -17,6 +17,10 @@ import tempfile
 from .errors import InputError
 
 MANIFEST = "manifest.json"
+# Every output directory splits into what may be shared (top level) and what stays with
+# the data owner: OUT/owner/ (mode 0700, files 0600) holds input hashes, paths, exact
+# counts, line numbers, seeds, logs with non-private statistics and alignments.
+OWNER_DIR = "owner"
 
 
 def sha256_file(path, chunk=1 << 20):
@@ -29,13 +33,16 @@ def sha256_file(path, chunk=1 << 20):
 
 
 @contextlib.contextmanager
-def atomic_writer(path, mode="w", encoding="utf-8"):
-    """Write to a temp file beside `path`, rename over it only if the block succeeds."""
+def atomic_writer(path, mode="w", encoding="utf-8", private=False):
+    """Write to a temp file beside `path`, rename over it only if the block succeeds.
+
+    `private` files keep mkstemp's mode 0600 (owner-only data)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
+        if not private:
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
         kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
         with os.fdopen(fd, mode, **kwargs) as f:
             yield f
@@ -52,8 +59,8 @@ def _umask():
     return mask
 
 
-def write_json(path, obj):
-    with atomic_writer(path) as f:
+def write_json(path, obj, private=False):
+    with atomic_writer(path, private=private) as f:
         json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=False)
         f.write("\n")
 
@@ -82,6 +89,26 @@ def private_workdir(base=None, keep=False, prefix="nmtfrag-"):
                   file=sys.stderr)
         else:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def owner_dir(out):
+    """OUT/owner/: created mode 0700; what is in it must never leave the data owner."""
+    path = os.path.join(out, OWNER_DIR)
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def owner_path(out, name):
+    """Path of an owner-only file OUT/owner/NAME (the folder is created)."""
+    return os.path.join(owner_dir(out), name)
+
+
+def write_owner_json(out, obj, name=MANIFEST):
+    """Write OUT/owner/NAME (mode 0600): the owner's record of a run."""
+    path = owner_path(out, name)
+    write_json(path, obj, private=True)
+    return path
 
 
 def prepare_output_dir(out, overwrite=False):

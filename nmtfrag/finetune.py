@@ -301,7 +301,7 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
              patience=5, validate_every=None, warmup_updates=0, seed=1,
              device="cpu", gpus=1, fp16=False, threads=None, log_interval=50,
              resume=False, overwrite=False, keep_work=False, keep_checkpoints=False,
-             measure_before=True, quiet=False):
+             measure_before=True, quiet=False, tags=None):
     """Fine-tune `model` (a model dir) on `train`; write a model dir to `out`.
 
     Returns the manifest (also written to OUT/manifest.json). Raises InputError for
@@ -377,7 +377,8 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
         os.chmod(work, 0o700)
         prep = _prepare(md, src_path, tgt_path, mode, valid_src, valid_tgt, valid_mode,
                         work, bin_dir, init_ckpt, src_lang, tgt_lang, seed,
-                        BPE, TAGS, load_state, grow_state, save_state, write_dict_with)
+                        BPE, TAGS, load_state, grow_state, save_state, write_dict_with,
+                        tags=tags)
         prep["inputs_sha256"] = hashes
         write_json(prep_json, prep)
 
@@ -477,8 +478,13 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
 
 def _prepare(md, src_path, tgt_path, mode, valid_src, valid_tgt, valid_mode, work,
              bin_dir, init_ckpt, src_lang, tgt_lang, seed, BPE, TAGS, load_state,
-             grow_state, save_state, write_dict_with):
-    """Steps 2–4: subword text, dictionaries (+tags), grown init checkpoint, binaries."""
+             grow_state, save_state, write_dict_with, tags=None, dedup=False):
+    """Steps 2–4: subword text, dictionaries (+tags), grown init checkpoint, binaries.
+
+    `tags` None adds <P>/</P> to the dictionaries when the training data holds them;
+    True/False decides by a public flag instead (under DP the model's shape must not
+    depend on the data). `dedup` keeps one copy of each distinct training pair.
+    """
     from .binarize import binarize
 
     bpe = BPE(md.bpecodes)
@@ -488,6 +494,10 @@ def _prepare(md, src_path, tgt_path, mode, valid_src, valid_tgt, valid_mode, wor
     for split, (s, t, m) in {"train": (src_path, tgt_path, mode),
                              "valid": (valid_src, valid_tgt, valid_mode)}.items():
         pairs, skips = _read_pairs(s, t, f"{split}")
+        duplicates = 0
+        if split == "train" and dedup:
+            distinct = list(dict.fromkeys(pairs))
+            duplicates, pairs = len(pairs) - len(distinct), distinct
         src_sub, ts = bpe.encode_lines((p[0] for p in pairs), src_lang, m)
         tgt_sub, tt = bpe.encode_lines((p[1] for p in pairs), tgt_lang, m)
         if split == "train":
@@ -501,10 +511,14 @@ def _prepare(md, src_path, tgt_path, mode, valid_src, valid_tgt, valid_mode, wor
         prefixes[split] = prefix
         counts[split] = {"pairs": len(keep), "skipped": skips.to_json(),
                          "empty_after_bpe": len(pairs) - len(keep),
-                         "tagged_lines": ts + tt}
+                         "tagged_lines": ts + tt, "duplicates_removed": duplicates}
     src_dict = os.path.join(work, f"dict.{src_lang}.txt")
     tgt_dict = os.path.join(work, f"dict.{tgt_lang}.txt")
-    new = list(TAGS) if n_tagged else []
+    if tags is False and n_tagged:
+        raise InputError(f"the training data holds {n_tagged} <P>/</P> tag tokens but "
+                         "--tags was not given: under --dp the vocabulary is decided by "
+                         "flags only, so pass --tags (or remove the tags)")
+    new = list(TAGS) if (n_tagged if tags is None else tags) else []
     added_src = write_dict_with(md.src_dict, src_dict, new)
     added_tgt = write_dict_with(md.tgt_dict, tgt_dict, new)
     state = load_state(md.checkpoints[0])

@@ -7,7 +7,9 @@ go to `n_buckets` files in a private work dir, each to a uniformly random bucket
 the number kept per bucket is drawn from the multivariate hypergeometric distribution
 (so exactly round(rate·N) are kept, a uniformly random subset), and each bucket is
 permuted in memory. Concatenating independently permuted random buckets is a uniformly
-random order. One numpy PCG64 stream seeded by `seed` drives everything.
+random order. One numpy generator drives everything: pass a secret one
+(`randomness.resolve_seed(None).numpy_rng()`), since whoever can replay the stream (a
+known seed) can undo the shuffle and put every occurrence back at its corpus position.
 """
 import os
 
@@ -25,6 +27,7 @@ class ExternalShuffle:
     """Collect records (strings without newlines), then yield a shuffled sample."""
 
     def __init__(self, work_dir, seed, n_buckets=64):
+        # `seed`: a numpy Generator (used as is) or an int (a reproducible, public stream)
         self.rng = np.random.default_rng(seed)
         self.paths = [os.path.join(work_dir, f"bucket{b:04d}") for b in range(n_buckets)]
         self.files = [open(p, "w", encoding="utf-8", newline="\n") for p in self.paths]

@@ -1,0 +1,63 @@
+"""Randomness of the privacy mechanisms: secret by default, reproducible only on request.
+
+Why: a shuffle, a subsample, a Poisson sample or DP noise drawn from a seed an attacker
+knows can be replayed. A release shuffled with a known seed gives its corpus order back;
+DP-SGD with known noise is deterministic, so its ε means nothing. So every mechanism
+draws from the operating system's cryptographic source (`secrets`) unless the user
+passes `--seed`; a seeded run is marked *not private* in what it ships, and the seed
+itself is written only to owner-only files.
+"""
+import secrets
+from dataclasses import dataclass
+
+SECRET = "secret"
+SEEDED = "seeded"
+
+
+@dataclass(frozen=True)
+class Seed:
+    """Where one run's randomness comes from.
+
+    `value` seeds numpy/torch generators (63 bits, what torch accepts); for a secret
+    seed it comes from `secrets` and is never written anywhere.
+    """
+    value: int
+    reproducible: bool
+
+    @property
+    def source(self):
+        return SEEDED if self.reproducible else SECRET
+
+    def public_record(self):
+        """What a shipped manifest may say about the randomness (never the seed)."""
+        if self.reproducible:
+            return {"source": SEEDED, "private": False,
+                    "note": "drawn from a user-given --seed: reproducible, NOT private "
+                            "(whoever learns the seed can replay the shuffle or noise)"}
+        return {"source": SECRET, "private": True,
+                "note": "drawn from the operating system's cryptographic source"}
+
+    def owner_record(self):
+        """What an owner-only manifest records (the seed, so the owner can reproduce)."""
+        return {"source": self.source, "seed": self.value if self.reproducible else None}
+
+    def numpy_rng(self):
+        import numpy as np
+
+        return np.random.default_rng(self.value if self.reproducible
+                                     else secrets.randbits(128))
+
+    def torch_generator(self):
+        import torch
+
+        return torch.Generator().manual_seed(self.value if self.reproducible
+                                             else secrets.randbits(63))
+
+
+def resolve_seed(seed=None):
+    """`--seed N` → a reproducible Seed; no seed → a fresh secret one (a Seed is kept)."""
+    if isinstance(seed, Seed):
+        return seed
+    if seed is None:
+        return Seed(secrets.randbits(63), reproducible=False)
+    return Seed(int(seed), reproducible=True)
