@@ -8,6 +8,7 @@ import pytest
 
 from nmtfrag.cli import main
 from nmtfrag.dp import vocab
+from nmtfrag.dp.histogram import unit_counts
 
 
 def test_threshold_value_and_tail():
@@ -40,13 +41,16 @@ def test_epsilon_both_methods():
                                                      rel=1e-6)
 
 
-def test_each_word_once_per_tuple_and_truncation():
+def test_each_word_once_per_pair_and_truncation():
     stats = {}
-    counts = vocab.tuple_counts([["a", "a", "b"], ["a", "c", "d", "e"]], 3, stats)
+    counts = unit_counts([["a", "a", "b"], ["a", "c", "d", "e"]], 3, stats=stats)
     assert counts == {"a": 2, "b": 1, "c": 1, "d": 1}  # "e" is beyond N=3 distinct words
-    assert stats == {"tuples": 2, "truncated_tuples": 1, "dropped_words": 1}
-    tuples = list(vocab.corpus_tuples([(["x"], ["y"]), (["x"], ["z"]), (["q"], ["x"])], 2))
-    assert tuples == [["x", "y", "x", "z"], ["q", "x"]]
+    assert stats == {"units": 2, "truncated_units": 1, "dropped_items": 1}
+    pairs = [(["x"], ["y"]), (["x"], ["y"]), (["q"], ["x"])]
+    assert list(vocab.pair_words(pairs)) == [["x", "y"], ["x", "y"], ["q", "x"]]
+    stats = {}
+    assert list(vocab.pair_words(pairs, dedup=True, stats=stats)) == [["x", "y"], ["q", "x"]]
+    assert stats == {"duplicates_removed": 1}
 
 
 def _corpus(n=400, seed=0):
@@ -97,7 +101,8 @@ def test_vocab_command(tmp_path, capsys):
     for f in ("bpecodes", "dict.de.txt", "dict.en.txt", "noisy_counts.txt", "manifest.json",
               "privacy.json"):
         assert (out / f).is_file()
-    text = "".join((out / f).read_text(encoding="utf-8") for f in os.listdir(out))
+    text = "".join((out / f).read_text(encoding="utf-8") for f in os.listdir(out)
+                   if (out / f).is_file())
     assert "geheimnummer12345" not in text and "SECRET12345" not in text
     priv = json.loads((out / "privacy.json").read_text())["vocabulary"]
     assert priv["epsilon"] == pytest.approx(vocab.vocab_epsilon(4, 1e-6, 16)["analytic_gaussian"])
@@ -141,3 +146,88 @@ def test_extend_tiny_model(tmp_path):
                                            source_lang="de", target_lang="en")
     ids = hub.binarize(hub.apply_bpe("tablettedosis"))
     assert ids.tolist()[0] == 4 + new_syms.index("tablettedosis")
+
+
+def _write(tmp_path, pairs):
+    src, tgt = tmp_path / "t.de", tmp_path / "t.en"
+    src.write_text("".join(" ".join(s) + "\n" for s, _ in pairs), encoding="utf-8")
+    tgt.write_text("".join(" ".join(t) + "\n" for _, t in pairs), encoding="utf-8")
+    return ["vocab", "--dp", "--src", str(src), "--tgt", str(tgt), "--pretokenized",
+            "--sigma", "4", "--delta", "1e-6", "--tuple-len", "16", "--merges", "50"]
+
+
+def test_noise_is_secret_unless_seeded(tmp_path):
+    argv = _write(tmp_path, _corpus())
+    runs = {}
+    for name, extra in (("a", []), ("b", []), ("s1", ["--seed", "7"]), ("s2", ["--seed", "7"])):
+        assert main(argv + ["--out", str(tmp_path / name)] + extra) == 0
+        runs[name] = (tmp_path / name / "noisy_counts.txt").read_text()
+    assert runs["a"] != runs["b"] and runs["s1"] == runs["s2"]
+    man = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert man["randomness"]["private"] is True
+    seeded = json.loads((tmp_path / "s1" / "manifest.json").read_text())
+    assert seeded["randomness"]["private"] is False
+    assert json.loads((tmp_path / "s1" / "owner" / "manifest.json").read_text())[
+        "randomness"]["seed"] == 7
+
+
+def test_shipped_files_hold_nothing_non_private(tmp_path):
+    import re
+    import stat
+
+    # line 402 has an empty source side: skipped, its number is owner-only
+    argv = _write(tmp_path, _corpus() + [([], ["LEER"])])
+    runs = {"out": [], "seeded": ["--seed", "918273645"]}
+    for name, extra in runs.items():
+        assert main(argv + ["--out", str(tmp_path / name)] + extra) == 0
+    for name in runs:
+        out = tmp_path / name
+        assert sorted(os.listdir(out)) == ["bpecodes", "dict.de.txt", "dict.en.txt",
+                                           "manifest.json", "noisy_counts.txt", "owner",
+                                           "privacy.json"]
+        for f in ("manifest.json", "privacy.json"):
+            text = (out / f).read_text()
+            assert not re.search(r"\b[0-9a-f]{64}\b", text), f
+            assert "t.de" not in text and "t.en" not in text, f
+            assert str(tmp_path) not in text and "918273645" not in text, f
+            for key in ('"skipped"', '"seed"', '"lines"', '"distinct_words"',
+                        '"input_lines"'):
+                assert key not in text, (f, key)
+        assert stat.S_IMODE(os.stat(out / "owner").st_mode) == 0o700
+        owner = out / "owner" / "manifest.json"
+        assert stat.S_IMODE(os.stat(owner).st_mode) == 0o600
+        rec = json.loads(owner.read_text())
+        assert re.fullmatch(r"[0-9a-f]{64}", rec["inputs"]["src"]["sha256"])
+        assert rec["counts"]["distinct_words"] > 0
+        assert rec["skipped"]["empty_one_side"]["lines"] == [402]
+    assert json.loads((tmp_path / "seeded" / "owner" / "manifest.json").read_text())[
+        "randomness"]["seed"] == 918273645
+
+
+def test_pairs_per_tuple_is_gone(tmp_path, capsys):
+    argv = _write(tmp_path, _corpus())
+    with pytest.raises(SystemExit) as exc:  # argparse: unrecognized argument
+        main(argv + ["--out", str(tmp_path / "o"), "--pairs-per-tuple", "4"])
+    assert exc.value.code == 2 and "--pairs-per-tuple" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_dedup_counts_a_repeated_pair_once(tmp_path):
+    pairs = _corpus(100) + [(["wiederholt"], ["REPEATED"])] * 50
+    # the count entering the histogram: 50 units as they are, 1 distinct pair with dedup
+    assert unit_counts(vocab.pair_words(pairs), 16)["wiederholt"] == 50
+    assert unit_counts(vocab.pair_words(pairs, dedup=True), 16)["wiederholt"] == 1
+    plain = vocab.dp_vocabulary(pairs, 1.0, 1e-6, 16, 0, seed=1)
+    dedup = vocab.dp_vocabulary(pairs, 1.0, 1e-6, 16, 0, seed=1, dedup=True)
+    assert "wiederholt" in plain["noisy"] and "wiederholt" not in dedup["noisy"]
+    assert dedup["stats"]["duplicates_removed"] == 49
+    assert "group of k" in plain["privacy"]["unit"]
+    assert "distinct" in dedup["privacy"]["unit"]
+    # the command's certificate names the unit it protects
+    argv = _write(tmp_path, pairs)
+    units = {}
+    for name, extra in (("plain", []), ("dedup", ["--dedup"])):
+        assert main(argv + ["--out", str(tmp_path / name)] + extra) == 0
+        units[name] = json.loads((tmp_path / name / "privacy.json").read_text())[
+            "vocabulary"]["unit"]
+    assert units == {"plain": vocab.UNIT, "dedup": vocab.UNIT_DEDUP}

@@ -1,12 +1,15 @@
 """Build a differentially private BPE vocabulary (Hoory et al. 2021) from a corpus.
 
-Counts each distinct word once per tuple (a sentence pair, or --pairs-per-tuple
-consecutive pairs), at most --tuple-len words per tuple; adds Gaussian noise N(0, σ²) to
+Counts each distinct word once per sentence pair (the privacy unit; with --dedup, once
+per distinct pair), at most --tuple-len words per pair; adds Gaussian noise N(0, σ²) to
 every count; keeps the words whose noisy count reaches C = 1 + σ·Φ⁻¹(1 − δ/N); learns
 --merges BPE merges from that noisy histogram only. Writes OUT/bpecodes (fastBPE
 format), OUT/dict.SRC.txt and OUT/dict.TGT.txt (joined fairseq dictionary of noisy
 subword counts), OUT/noisy_counts.txt (the DP histogram itself), OUT/privacy.json (ε_V,
-δ_V) and OUT/manifest.json. Everything in OUT is DP and may be shared.
+δ_V) and OUT/manifest.json: everything in OUT except OUT/owner/ is DP and may be shared.
+OUT/owner/manifest.json (input hashes, exact corpus counts, skipped lines, the seed)
+must stay with the data owner. The noise comes from the operating system's
+cryptographic source unless --seed is given (reproducible, and marked not private).
 
 With --extend BASE_MODEL, OUT becomes a copy of that WMT19-layout model dir whose BPE
 codes, dictionaries and embeddings are extended with the DP-selected words the base BPE
@@ -36,9 +39,11 @@ def add_arguments(p):
     p.add_argument("--delta", type=float, default=None,
                    help="δ (required): threshold tail δ/N per word; total δ_V = 2δ")
     p.add_argument("--tuple-len", type=int, default=256, metavar="N",
-                   help="distinct words counted per tuple at most (default 256)")
-    p.add_argument("--pairs-per-tuple", type=int, default=1, metavar="K",
-                   help="sentence pairs per tuple = the privacy unit (default 1)")
+                   help="distinct words counted per sentence pair at most (default 256)")
+    p.add_argument("--dedup", action="store_true",
+                   help="count each distinct sentence pair once: the unit becomes one "
+                        "distinct pair (without it a pair repeated k times is protected "
+                        "only as a group of k)")
     p.add_argument("--merges", type=int, default=8000, help="BPE merges to learn (default 8000)")
     p.add_argument("--min-frequency", type=int, default=2,
                    help="stop merging below this noisy pair frequency (default 2)")
@@ -49,7 +54,10 @@ def add_arguments(p):
                    help="with --extend: words split into at least this many pieces (default 3)")
     p.add_argument("--max-new-words", type=int, default=1000,
                    help="with --extend: at most this many new words, most frequent first")
-    p.add_argument("--seed", type=int, default=1, help="noise seed (default 1)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed the noise: reproducible but NOT private (the output says "
+                        "so; the seed goes only to OUT/owner/). Default: secret "
+                        "randomness from the operating system")
     p.add_argument("--overwrite", action="store_true")
 
 
@@ -59,8 +67,8 @@ def run(args):
     from ..corpus import SkipLog, read_parallel, validate_parallel
     from ..dp import vocab
     from ..errors import InputError
-    from ..fileio import (atomic_writer, prepare_output_dir, sha256_file, tool_versions,
-                          write_json)
+    from ..fileio import (OWNER_DIR, atomic_writer, prepare_output_dir, sha256_file,
+                          tool_versions, write_json, write_owner_json)
     from ..tokenize import to_tokens
 
     if not args.dp:
@@ -79,14 +87,14 @@ def run(args):
     # --extend keeps the base model's merges and only appends; no codes to learn
     res = vocab.dp_vocabulary(pairs(), args.sigma, args.delta, args.tuple_len,
                               0 if args.extend else args.merges, seed=args.seed,
-                              pairs_per_tuple=args.pairs_per_tuple,
-                              min_frequency=args.min_frequency)
+                              dedup=args.dedup, min_frequency=args.min_frequency)
     noisy = res["noisy"]
     with atomic_writer(os.path.join(out, "noisy_counts.txt")) as f:
         for w, c in sorted(noisy.items(), key=lambda kv: (-kv[1], kv[0])):
             f.write(f"{w} {c:.1f}\n")
     extension = None
     if args.extend:
+        # computed from the DP histogram and the public base model only: post-processing
         extension = vocab.extend_model(args.extend, out, noisy, args.min_pieces,
                                        args.max_new_words, src_lang=args.src_lang,
                                        tgt_lang=args.tgt_lang)
@@ -96,24 +104,32 @@ def run(args):
         sub = vocab.subword_vocab(noisy, codes_path)
         for lang in (args.src_lang, args.tgt_lang):
             vocab.write_fairseq_dict(sub, os.path.join(out, f"dict.{lang}.txt"))
+    params = {k: getattr(args, k) for k in (
+        "sigma", "delta", "tuple_len", "dedup", "merges", "min_frequency", "min_pieces",
+        "max_new_words", "pretokenized", "src_lang", "tgt_lang")}
+    write_owner_json(out, {
+        "kind": "nmtfrag-dp-vocabulary-owner-record",
+        "note": "owner-only: exact corpus counts are not differentially private",
+        "params": {**params, "extend": args.extend}, "randomness": res["seed"].owner_record(),
+        "input_lines": n_lines, "skipped": skips.to_json(), "counts": res["stats"],
+        "inputs": {"src": {"path": args.src, "sha256": sha256_file(args.src)},
+                   "tgt": {"path": args.tgt, "sha256": sha256_file(args.tgt)}},
+        "tool_versions": tool_versions("subword-nmt", "fastbpe", "numpy", "scipy", "torch"),
+    })
     privacy = {"vocabulary": res["privacy"]}
     write_json(os.path.join(out, "privacy.json"), privacy)
-    manifest = {
-        "stage": "vocab", "mode": "extend" if args.extend else "from_scratch",
-        "params": {k: getattr(args, k) for k in (
-            "sigma", "delta", "tuple_len", "pairs_per_tuple", "merges", "min_frequency",
-            "extend", "min_pieces", "max_new_words", "pretokenized", "src_lang",
-            "tgt_lang")},
-        "seed": args.seed, "input_lines": n_lines, "skipped": skips.to_json(),
-        "counts": res["stats"], "threshold": res["threshold"],
+    write_json(os.path.join(out, "manifest.json"), {
+        "kind": "nmtfrag-dp-vocabulary",
+        "mode": "extend" if args.extend else "from_scratch", "params": params,
+        "shareable": f"every file here except {OWNER_DIR}/",
+        "randomness": res["seed"].public_record(), "threshold": res["threshold"],
         "paper_threshold_not_used": res["paper_threshold"],
         "per_word_tail_probability": res["tail_probability"],
         "privacy": res["privacy"], "epsilon_both_methods": res["epsilon"],
+        # noisy words and merges only (DP post-processing), never the corpus counts
+        "kept_words": len(noisy), "merges_learned": len(res["codes"]),
         "extension": extension,
-        "inputs": {"src": sha256_file(args.src), "tgt": sha256_file(args.tgt)},
-        "tool_versions": tool_versions("subword-nmt", "fastbpe", "numpy", "scipy", "torch"),
-    }
-    write_json(os.path.join(out, "manifest.json"), manifest)
+    })
     e = res["epsilon"]
     print(f"kept {len(noisy)} of {res['stats']['distinct_words']} words "
           f"(threshold C = {res['threshold']:.1f})"

@@ -5,24 +5,23 @@ Pre-trained Language Model", §3.2 and Appendix B. A BPE vocabulary learned from
 corpus can leak rare strings (a name, an ID) as whole symbols; learned from a DP
 histogram it reveals only words that many records share.
 
-1. The corpus is cut into *tuples*: by default one tuple per sentence pair (the privacy
-   unit, as in DP-SGD); `--pairs-per-tuple k` makes a block of k consecutive pairs (a
-   document) the unit. Each distinct word counts once per tuple, and at most N
-   (`--tuple-len`) distinct words of a tuple are counted (the rest are dropped and
-   counted in the manifest), so one tuple changes at most N counts by 1: L2
-   sensitivity √N.
-2. Every word present gets Gaussian noise N(0, σ²) on its count.
-3. A word is kept iff its noisy count reaches C = 1 + σ·Φ⁻¹(1 − δ/N). A word only one
-   tuple holds (count 1) then passes with probability exactly δ/N, so the ≤ N words of
-   one tuple pass with probability ≤ δ. (The paper writes σ·erf⁻¹(1 − δ/N), which lacks
-   a √2: its per-word tail is ~4.6e-7 instead of δ/N; see DESIGN.md.)
+1. The unit is one sentence pair (with `dedup`, one distinct sentence pair: a pair
+   repeated k times is otherwise protected only as a group of k). Each distinct word
+   counts once per unit, and at most N (`--tuple-len`) distinct words of a unit are
+   counted (the first N in order of appearance), so one unit changes at most N counts
+   by 1: L2 sensitivity √N.
+2.–3. The DP histogram of nmtfrag.dp.histogram: Gaussian noise N(0, σ²) on every count,
+   a word kept iff its noisy count reaches C = 1 + σ·Φ⁻¹(1 − δ/N), so the ≤ N words only
+   one unit holds pass with probability ≤ δ. (The paper writes σ·erf⁻¹(1 − δ/N), which
+   lacks a √2: its per-word tail is ~4.6e-7 instead of δ/N; see DESIGN.md.)
 4. BPE merges are learned (subword-nmt, `--dict-input` semantics) from the kept words
    with their rounded noisy counts only — never from the raw corpus — and written in
    fastBPE format (`a b count`); the vocabulary is the noisy counts of the subwords.
 
-Guarantee: (ε_V, 2δ)-DP per tuple (δ from the Gaussian mechanism, δ from the threshold),
+Guarantee: (ε_V, 2δ)-DP per unit (δ from the Gaussian mechanism, δ from the threshold),
 with ε_V from the analytic Gaussian mechanism (Balle & Wang 2018) at noise σ/√N — used —
 and, for reference, the paper's Corollary 1: ε = (√N/σ)·√(2 ln(1.25/δ)) (valid < 1).
+Noise is drawn from secret randomness unless a seed is given (nmtfrag.randomness).
 """
 import io
 import math
@@ -30,13 +29,14 @@ import re
 from collections import Counter
 
 from ..errors import InputError
+from ..randomness import resolve_seed
+from .histogram import noisy_threshold, tail_probability, threshold, unit_counts
 
+__all__ = ["threshold", "tail_probability", "noisy_threshold", "dp_vocabulary"]
 
-def threshold(sigma, delta, tuple_len):
-    """C = 1 + σ·Φ⁻¹(1 − δ/N): a count-1 word passes with probability δ/N."""
-    from scipy.stats import norm
-
-    return 1.0 + sigma * float(norm.isf(delta / tuple_len))
+UNIT = ("one sentence pair (a pair repeated k times in the corpus is protected only as "
+        "a group of k: ε grows with k; use --dedup)")
+UNIT_DEDUP = "one distinct sentence pair (duplicates counted once with --dedup)"
 
 
 def paper_threshold(sigma, delta, tuple_len):
@@ -44,13 +44,6 @@ def paper_threshold(sigma, delta, tuple_len):
     from scipy.special import erfinv
 
     return 1.0 + sigma * float(erfinv(1.0 - delta / tuple_len))
-
-
-def tail_probability(sigma, thr):
-    """P(1 + N(0, σ²) ≥ C): chance that a word held by one tuple is released."""
-    from scipy.stats import norm
-
-    return float(norm.sf((thr - 1.0) / sigma))
 
 
 def vocab_epsilon(sigma, delta, tuple_len):
@@ -61,31 +54,6 @@ def vocab_epsilon(sigma, delta, tuple_len):
         "analytic_gaussian": analytic_gaussian_epsilon(sigma, delta, math.sqrt(tuple_len)),
         "corollary_1": classic_gaussian_epsilon(sigma, delta, math.sqrt(tuple_len)),
     }
-
-
-def tuple_counts(tuples, tuple_len, stats=None):
-    """Histogram: each distinct word once per tuple, at most `tuple_len` per tuple."""
-    counts = Counter()
-    stats = stats if stats is not None else {}
-    stats.setdefault("tuples", 0)
-    stats.setdefault("truncated_tuples", 0)
-    stats.setdefault("dropped_words", 0)
-    for words in tuples:
-        distinct = list(dict.fromkeys(words))  # first-occurrence order, deterministic
-        if len(distinct) > tuple_len:
-            stats["truncated_tuples"] += 1
-            stats["dropped_words"] += len(distinct) - tuple_len
-            distinct = distinct[:tuple_len]
-        counts.update(distinct)
-        stats["tuples"] += 1
-    return counts
-
-
-def noisy_threshold(counts, sigma, thr, rng):
-    """{word: noisy count} of the words whose noisy count reaches `thr`."""
-    words = sorted(counts)  # order independent of insertion: same seed → same noise
-    noise = rng.normal(0.0, sigma, size=len(words))
-    return {w: counts[w] + z for w, z in zip(words, noise) if counts[w] + z >= thr}
 
 
 def learn_bpe_codes(noisy, merges, min_frequency=2):
@@ -142,43 +110,42 @@ def write_fairseq_dict(vocab, path):
             f.write(f"{sym} {c}\n")
 
 
-def corpus_tuples(pairs, pairs_per_tuple=1):
-    """Group an iterable of (src_tokens, tgt_tokens) into tuples of words."""
-    block = []
-    k = 0
+def pair_words(pairs, dedup=False, stats=None):
+    """The words of each unit: one sentence pair (src + tgt tokens); with `dedup`, each
+    distinct pair once."""
+    seen = set()
     for src, tgt in pairs:
-        block.extend(src)
-        block.extend(tgt)
-        k += 1
-        if k == pairs_per_tuple:
-            yield block
-            block, k = [], 0
-    if block:
-        yield block
+        if dedup:
+            key = (tuple(src), tuple(tgt))
+            if key in seen:
+                if stats is not None:
+                    stats["duplicates_removed"] = stats.get("duplicates_removed", 0) + 1
+                continue
+            seen.add(key)
+        yield list(src) + list(tgt)
 
 
-def dp_vocabulary(pairs, sigma, delta, tuple_len, merges, seed=1, pairs_per_tuple=1,
+def dp_vocabulary(pairs, sigma, delta, tuple_len, merges, seed=None, dedup=False,
                   min_frequency=2):
     """Run the whole DP-vocabulary mechanism on an iterable of (src_tokens, tgt_tokens).
 
     Returns a dict with `noisy` ({word: noisy count} of the kept words), `codes`
     (fastBPE merges), the threshold, ε_V by both methods and counts. Only `noisy` and
-    what is derived from it is DP; `stats` holds corpus-level counts for the manifest.
+    what is derived from it is DP; `stats` holds corpus-level counts (owner-only).
+    `seed` None draws the noise from secret randomness.
     """
-    import numpy as np
-
     if sigma is None or not sigma > 0:
         raise InputError(f"--sigma must be positive, got {sigma}")
     if delta is None or not 0 < delta < 1:
         raise InputError("--delta is required and must be in (0, 1): a DP vocabulary "
                          "without δ is void")
-    if tuple_len < 1 or pairs_per_tuple < 1:
-        raise InputError("--tuple-len and --pairs-per-tuple must be ≥ 1")
+    if tuple_len < 1:
+        raise InputError("--tuple-len must be ≥ 1")
+    seed = resolve_seed(seed)
     stats = {}
-    counts = tuple_counts(corpus_tuples(pairs, pairs_per_tuple), tuple_len, stats)
+    counts = unit_counts(pair_words(pairs, dedup, stats), tuple_len, stats=stats)
     thr = threshold(sigma, delta, tuple_len)
-    rng = np.random.default_rng(seed)
-    noisy = noisy_threshold(counts, sigma, thr, rng)
+    noisy = noisy_threshold(counts, sigma, thr, seed.numpy_rng())
     codes = learn_bpe_codes(noisy, merges, min_frequency=min_frequency)
     eps = vocab_epsilon(sigma, delta, tuple_len)
     stats.update(distinct_words=len(counts), kept_words=len(noisy), merges=len(codes))
@@ -186,16 +153,15 @@ def dp_vocabulary(pairs, sigma, delta, tuple_len, merges, seed=1, pairs_per_tupl
         "noisy": noisy, "codes": codes, "threshold": thr,
         "paper_threshold": paper_threshold(sigma, delta, tuple_len),
         "tail_probability": tail_probability(sigma, thr),
-        "epsilon": eps, "stats": stats,
+        "epsilon": eps, "stats": stats, "seed": seed,
         "privacy": {"epsilon": eps["analytic_gaussian"], "delta": 2 * delta,
                     "method": "analytic Gaussian mechanism (Balle & Wang 2018) at "
                               "sensitivity √N, plus δ for the threshold",
                     "epsilon_corollary_1": eps["corollary_1"],
                     "corollary_1_valid": eps["corollary_1"] < 1.0,
-                    "sigma": sigma, "tuple_len": tuple_len,
-                    "pairs_per_tuple": pairs_per_tuple, "threshold": thr,
-                    "unit": ("one sentence pair" if pairs_per_tuple == 1 else
-                             f"a block of {pairs_per_tuple} consecutive sentence pairs")},
+                    "sigma": sigma, "tuple_len": tuple_len, "threshold": thr,
+                    "unit": UNIT_DEDUP if dedup else UNIT,
+                    "randomness": seed.public_record()},
     }
 
 
