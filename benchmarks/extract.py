@@ -25,7 +25,7 @@ import json, resource, sys
 from nmtfrag.extract import extract_release
 kw = json.loads(sys.argv[1])
 r = extract_release(**kw)
-print(json.dumps({"timings": r.timings, "counts": r.manifest["counts"],
+print(json.dumps({"timings": r.timings, "counts": r.owner["counts"],
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -96,7 +96,7 @@ def main():
                   f"{t['align_cpu'] / raw_cpu:.3f} | "
                   f"{t['symmetrise']:.2f} | {t['extract']:.2f} ({t['extract_cpu']:.2f}) | {n} | "
                   f"{n / t['extract']:,.0f} | {r['peak_rss_mb']:.0f} |")
-            kept = kept or os.path.join(out, "corpus.align")
+            kept = kept or os.path.join(out, "owner", "corpus.align")
 
         print("\nmemory as the corpus grows (max-len 7, given alignment, sample-rate 0.5):")
         print("| sentence pairs | occurrences | extract s | peak MB |")

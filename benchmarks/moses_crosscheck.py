@@ -9,7 +9,7 @@ corpus line), run both extractions on the same sentences and compare the multise
   * (source phrase, target phrase, phrase-internal alignment) occurrences, the alignment
     both as a set of points and byte for byte (Moses keeps the input file's order of the
     points within a target word, nmtfrag sorts them; the same for sorted input such as
-    atools output or nmtfrag's corpus.align).
+    atools output or nmtfrag's owner/corpus.align).
 
 Moses parses every target line as XML, so a target line with a raw `<` and no later `>`
 becomes empty and the sentence pair is dropped ("ERROR: malformed XML"; "no target (0)
@@ -23,7 +23,9 @@ reported with the smallest sentence pair showing it (tokens, alignment, both out
 
 Moses is called as `extract TGT SRC ALIGN OUT MAXLEN --IncludeSentenceId` (it takes the
 target side first and the alignment source-target); nmtfrag as
-`nmtfrag extract --pretokenized --alignments ALIGN --sample-rate 1.0 --keep-alignments`.
+`nmtfrag extract --pretokenized --alignments ALIGN --sample-rate 1.0 --keep-alignments
+--allow-whole-sentences` (Moses keeps a phrase pair that spans a whole sentence; a release
+drops it by default).
 Exit status: 0 if the only differences are sentences Moses dropped, 1 otherwise.
 """
 import argparse
@@ -164,7 +166,7 @@ def check(args, src, tgt, alignment, max_len, work):
     ours_dir = os.path.join(work, f"nmtfrag{max_len}")
     cmd = [args.nmtfrag, "extract", "--src", src, "--tgt", tgt, "--pretokenized",
            "--alignments", alignment, "--sample-rate", "1.0", "--keep-alignments",
-           "--max-len", str(max_len), "--out", ours_dir, "--overwrite"]
+           "--allow-whole-sentences", "--max-len", str(max_len), "--out", ours_dir, "--overwrite"]
     t_ours = run(cmd, ours_dir + ".log")
     print(f"nmtfrag: {' '.join(cmd)}   ({t_ours:.2f} s)")
 

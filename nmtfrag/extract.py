@@ -3,12 +3,15 @@
 Kim, Bisazza & Turkmen (2021), "Using Confidential Data for Domain Adaptation of Neural
 Machine Translation": the data owner releases only shuffled, subsampled phrase pairs
 consistent with a word alignment. This module chains the stages (each callable on its
-own) and writes `phrases.<lang>` files plus `manifest.json`. Full sentences exist only
-in the private work dir, which is removed at the end.
+own) and writes `phrases.<lang>` files plus a minimal `manifest.json` (what may be shared)
+and `owner/manifest.json` (what must not: paths, hashes, exact counts, line numbers, the
+seed). Full sentences exist only in the private work dir, which is removed at the end;
+a phrase pair one of whose sides is a whole sentence is dropped unless the user opts in.
 """
 import array
 import os
 import resource
+import shutil
 import time
 from dataclasses import dataclass, field
 
@@ -16,21 +19,24 @@ from . import __version__
 from .align import ALIGNER_MAX_TOKENS, align_files, check_priors
 from .corpus import SkipLog, read_parallel, scan_text_file, validate_parallel
 from .errors import InputError
-from .fileio import (MANIFEST, check_not_input, prepare_output_dir, private_workdir,
-                     progress, sha256_file, tool_versions, write_json)
-from .phrases import extract_phrase_pairs
-from .release import ReleaseWriter, release_file_names
+from .fileio import (MANIFEST, OWNER_DIR, atomic_writer, check_not_input, owner_path,
+                     prepare_output_dir, private_workdir, progress, sha256_file,
+                     tool_versions, write_json, write_owner_json)
+from .phrases import extract_spans, phrase_alignment
+from .randomness import resolve_seed
+from .release import TAGS, ReleaseWriter, release_file_names
 from .sample import ExternalShuffle, buckets_for
 from .symmetrize import SYMMETRIZERS, format_pharaoh, parse_pharaoh, symmetrize
 from .tokenize import to_tokens
 
-ALIGNMENT_FILE = "corpus.align"
+ALIGNMENT_FILE = "corpus.align"  # kept (--keep-alignments) only in OUT/owner/
 
 
 @dataclass
 class ExtractResult:
-    manifest: dict
-    timings: dict = field(default_factory=dict)  # seconds per step (not in the manifest)
+    manifest: dict  # OUT/manifest.json: what may be shared with the release
+    owner: dict = field(default_factory=dict)  # OUT/owner/manifest.json: never shared
+    timings: dict = field(default_factory=dict)  # seconds per step (in no manifest)
 
 
 def _cpu_seconds():
@@ -57,8 +63,12 @@ def _check_params(max_len, min_len, sample_rate, method, src_lang, tgt_lang):
 
 
 def tokenize_corpus(src, tgt, src_lang, tgt_lang, pretokenized, out_src, out_tgt,
-                    skips, normalised, max_tokens=None, total=None):
-    """Write the usable pairs tokenised, one per line; return their input line numbers."""
+                    skips, normalised, max_tokens=None, total=None, forbidden=frozenset()):
+    """Write the usable pairs tokenised, one per line; return their input line numbers.
+
+    A token in `forbidden` (the tags, under --tag) is refused: released as is, it would
+    give lines like `<P> ein <P> Haus </P>` that no reader can untag correctly.
+    """
     line_numbers = array.array("q")
     with open(out_src, "w", encoding="utf-8", newline="\n") as fs, \
             open(out_tgt, "w", encoding="utf-8", newline="\n") as ft:
@@ -66,6 +76,8 @@ def tokenize_corpus(src, tgt, src_lang, tgt_lang, pretokenized, out_src, out_tgt
         for line_no, s, t in progress(pairs, total=total, desc="tokenise", unit="pair"):
             s_tok = to_tokens(s, src_lang, pretokenized)
             t_tok = to_tokens(t, tgt_lang, pretokenized)
+            if forbidden:
+                _refuse_tokens(forbidden, ((src, s_tok), (tgt, t_tok)), line_no)
             if max_tokens is not None and max(len(s_tok), len(t_tok)) > max_tokens:
                 skips.add("too_long_for_aligner", line_no)
                 continue
@@ -73,6 +85,39 @@ def tokenize_corpus(src, tgt, src_lang, tgt_lang, pretokenized, out_src, out_tgt
             ft.write(" ".join(t_tok) + "\n")
             line_numbers.append(line_no)
     return line_numbers
+
+
+def _refuse_tokens(forbidden, sides, line_no):
+    for path, tokens in sides:
+        if not forbidden.isdisjoint(tokens):
+            token = next(t for t in tokens if t in forbidden)
+            raise InputError(f"{path} line {line_no}: holds the token {token}, which is a "
+                             f"release tag under --tag; remove {' and '.join(sorted(forbidden))} "
+                             f"from the input or run without --tag")
+
+
+def phrase_pairs(s_tok, t_tok, points, max_len, min_len, allow_whole_sentences,
+                 with_alignment=True):
+    """(src, tgt, inner alignment) of one sentence pair, and how many were whole-sentence.
+
+    The inner alignment is computed only `with_alignment` (it is written only with
+    --keep-alignments, and costs a third of the extraction time); else it is "".
+
+    A pair whose source side is the whole source sentence, or whose target side is the
+    whole target sentence, releases that sentence verbatim: it is dropped unless
+    `allow_whole_sentences`. (phrases.py keeps Moses semantics; the rule lives here.)
+    """
+    pairs, whole = [], 0
+    n_src, n_tgt = len(s_tok), len(t_tok)
+    for span in extract_spans(n_src, n_tgt, points, max_len, min_len):
+        s0, s1, t0, t1 = span
+        if s1 - s0 + 1 == n_src or t1 - t0 + 1 == n_tgt:
+            whole += 1
+            if not allow_whole_sentences:
+                continue
+        pairs.append((" ".join(s_tok[s0:s1 + 1]), " ".join(t_tok[t0:t1 + 1]),
+                      phrase_alignment(points, span) if with_alignment else ""))
+    return pairs, whole
 
 
 def _given_alignments(path, line_numbers):
@@ -122,19 +167,102 @@ def _tokenised(src_path, tgt_path):
             yield s.split(), t.split()
 
 
+def _remove_stale(out, keep_alignments, inputs):
+    """Files an earlier run (--overwrite) may have left that this release must not have:
+    an alignment it did not keep, or one at the top level (the old layout)."""
+    stale = [os.path.join(out, ALIGNMENT_FILE)]
+    if not keep_alignments:
+        stale += [os.path.join(out, "phrases.extract"),
+                  os.path.join(out, OWNER_DIR, ALIGNMENT_FILE)]
+    inputs = {os.path.realpath(p) for p in inputs if p}
+    for path in stale:
+        if os.path.isfile(path) and os.path.realpath(path) not in inputs:
+            os.unlink(path)
+
+
+class _DPCollector:
+    """Phrase pairs per privacy unit, for the DP set union (nmtfrag.dp.phrase_release).
+
+    Exact counts stay in memory and in the owner's manifest; only the pairs that clear
+    the noisy threshold reach the release."""
+
+    def __init__(self, params, doc_ids):
+        self.params, self.doc_ids = params, doc_ids
+        self.units = {}
+        self.total = 0
+        self.stats = {}
+        self.sigma = self.threshold = self.certificate = None
+
+    def add_unit(self, line_no, found):
+        key = line_no if self.doc_ids is None else self.doc_ids[line_no - 1]
+        self.units.setdefault(key, []).extend((s, t) for s, t, _ in found)
+        self.total += len(found)
+
+    def release(self, rng, seed):
+        from .dp import phrase_release
+
+        self.params.check(n_units=len(self.units))
+        self.sigma, self.threshold = phrase_release.calibrate(self.params)
+        if self.threshold > len(self.units):
+            raise InputError(
+                f"the DP threshold is {self.threshold:.1f} {self.params.unit}s but there "
+                f"are only {len(self.units)}: no phrase pair could ever be released. Use "
+                f"more data, a larger --epsilon or --delta, or a smaller --unit-cap")
+        kept = phrase_release.select_pairs(self.units.values(), self.params, self.sigma,
+                                           self.threshold, rng, self.stats)
+        self.stats["released_distinct_pairs"] = len(kept)
+        self.certificate = phrase_release.certificate(
+            self.params, self.sigma, self.threshold, len(self.units), seed.public_record())
+        return phrase_release.release_lines(kept, self.params.repeat, rng)
+
+    def close(self):
+        self.units = {}
+
+
+def _dp_units_check(dp, documents, n_lines):
+    """Document ids (one per input line) for a document-level DP release, else None."""
+    if dp is None:
+        if documents is not None:
+            raise InputError("--documents is used only with --dp --privacy-unit document")
+        return None
+    dp.check()
+    if dp.unit == "sentence":
+        if documents is not None:
+            raise InputError("--documents needs --privacy-unit document")
+        return None
+    if documents is None:
+        raise InputError("--privacy-unit document needs --documents FILE (one document "
+                         "id per input line)")
+    n_docs = scan_text_file(documents)
+    if n_docs != n_lines:
+        raise InputError(f"{documents} has {n_docs} lines but the corpus has {n_lines}: "
+                         "give one document id per input line")
+    with open(documents, encoding="utf-8") as f:
+        return [line.strip() for line in f]
+
+
 def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, min_len=1,
-                    sample_rate=0.5, tag=False, seed=1, symmetrize_method="union",
+                    sample_rate=0.5, tag=False, seed=None, symmetrize_method="union",
                     alignments=None, priors=None, pretokenized=False,
-                    keep_alignments=False, work_dir=None, keep_work=False,
-                    overwrite=False, verbose=False):
+                    allow_whole_sentences=False, keep_alignments=False, work_dir=None,
+                    keep_work=False, overwrite=False, verbose=False, dp=None,
+                    documents=None):
     """Build a release of phrase pairs from a confidential parallel corpus.
 
-    Returns an ExtractResult whose manifest is also written to `out/manifest.json`.
+    `seed=None` (default) pools and samples from the OS's cryptographic source, so
+    the corpus order cannot be replayed; an int makes the release reproducible and marks
+    it not private. With `dp` (a DPReleaseParams) the released pairs are chosen by the
+    DP set union (nmtfrag.dp.phrase_release) instead of sampling at `sample_rate`;
+    `documents` (one id per input line) makes documents the privacy unit.
+    Returns an ExtractResult whose manifests are also written to
+    `out/owner/manifest.json` (first) and `out/manifest.json` (last: the completion mark).
     Raises InputError for anything the user must fix; nothing is written then.
     """
     _check_params(max_len, min_len, sample_rate, symmetrize_method, src_lang, tgt_lang)
+    seed = resolve_seed(seed)
     timings = {}
     n_lines = validate_parallel(src, tgt)
+    doc_ids = _dp_units_check(dp, documents, n_lines)
     if priors is not None:
         check_priors(priors)
     if alignments is not None:
@@ -142,10 +270,13 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         if n_align != n_lines:
             raise InputError(f"{alignments} has {n_align} lines but the corpus has "
                              f"{n_lines}: give one alignment line per input line")
-    names = release_file_names(src_lang, tgt_lang, keep_alignments)
+    # a DP release selects (src, tgt) pairs: their within-pair alignments are not DP
+    names = release_file_names(src_lang, tgt_lang, keep_alignments and dp is None)
     out = prepare_output_dir(out, overwrite)
-    for name in list(names.values()) + [ALIGNMENT_FILE, MANIFEST]:
-        check_not_input(os.path.join(out, name), [src, tgt, alignments, priors])
+    inputs = [src, tgt, alignments, priors]
+    for name in list(names.values()) + [MANIFEST, os.path.join(OWNER_DIR, MANIFEST),
+                                        os.path.join(OWNER_DIR, ALIGNMENT_FILE)]:
+        check_not_input(os.path.join(out, name), inputs)
 
     skips, normalised = SkipLog(), SkipLog()
     with private_workdir(work_dir, keep_work) as work:
@@ -153,7 +284,8 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         t0 = time.perf_counter()
         line_numbers = tokenize_corpus(
             src, tgt, src_lang, tgt_lang, pretokenized, tok_src, tok_tgt, skips, normalised,
-            max_tokens=None if alignments else ALIGNER_MAX_TOKENS, total=n_lines)
+            max_tokens=None if alignments else ALIGNER_MAX_TOKENS, total=n_lines,
+            forbidden=frozenset(TAGS) if tag else frozenset())
         timings["tokenise"] = time.perf_counter() - t0
         if not line_numbers:
             raise InputError(f"{src}, {tgt}: no usable sentence pair "
@@ -179,59 +311,107 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         timings["symmetrise"] = time.perf_counter() - t0
 
         t0, cpu0 = time.perf_counter(), time.process_time()
-        shuffle = ExternalShuffle(work, seed, buckets_for(n_lines))
+        rng = seed.numpy_rng()
+        pool = (ExternalShuffle(work, rng, buckets_for(n_lines)) if dp is None
+                   else _DPCollector(dp, doc_ids))
         sentences_without_pairs = short_sentence_pairs = 0
+        whole_occurrences = sentences_with_whole = 0
         try:
             aligned = _given_alignments(align_path, line_numbers)
             pairs = zip(aligned, _tokenised(tok_src, tok_tgt))
-            for (_, points), (s_tok, t_tok) in progress(
+            for (line_no, points), (s_tok, t_tok) in progress(
                     pairs, total=len(line_numbers), desc="extract", unit="sent"):
-                phrase_pairs = extract_phrase_pairs(s_tok, t_tok, points, max_len, min_len,
-                                                    with_alignment=True)
-                for s_phrase, t_phrase, inner in phrase_pairs:
-                    shuffle.add(f"{s_phrase}\t{t_phrase}\t{inner}")
-                sentences_without_pairs += not phrase_pairs
+                found, whole = phrase_pairs(s_tok, t_tok, points, max_len, min_len,
+                                            allow_whole_sentences, "alignment" in names)
+                if dp is not None:
+                    pool.add_unit(line_no, found)
+                for s_phrase, t_phrase, inner in found if dp is None else ():
+                    pool.add(f"{s_phrase}\t{t_phrase}\t{inner}")
+                sentences_without_pairs += not found
                 short_sentence_pairs += max(len(s_tok), len(t_tok)) <= max_len
+                whole_occurrences += whole
+                sentences_with_whole += whole > 0
             timings["extract"] = time.perf_counter() - t0
             timings["extract_cpu"] = time.process_time() - cpu0
 
             t0 = time.perf_counter()
+            if overwrite and os.path.exists(os.path.join(out, MANIFEST)):
+                # the old release stops being "finished" before its files change
+                os.unlink(os.path.join(out, MANIFEST))
             with ReleaseWriter(out, names, max_len, tag) as writer:
-                for record in shuffle.sample(sample_rate):
-                    s_phrase, t_phrase, inner = record.split("\t")
-                    writer.write(s_phrase, t_phrase, inner)
+                if dp is None:
+                    for record in pool.sample(sample_rate):
+                        s_phrase, t_phrase, inner = record.split("\t")
+                        writer.write(s_phrase, t_phrase, inner)
+                else:
+                    for s_phrase, t_phrase in pool.release(rng, seed):
+                        writer.write(s_phrase, t_phrase)
             timings["sample+write"] = time.perf_counter() - t0
         finally:
-            shuffle.close()
+            pool.close()
 
         alignment_sha = sha256_file(align_path)
-        if keep_alignments:
-            os.replace(align_path, os.path.join(out, ALIGNMENT_FILE))
+        if keep_alignments:  # copied, not renamed: the work dir may be on another device
+            with open(align_path, "rb") as f, \
+                    atomic_writer(owner_path(out, ALIGNMENT_FILE), "wb", private=True) as g:
+                shutil.copyfileobj(f, g)
+    _remove_stale(out, keep_alignments, inputs)
+    if dp is not None and os.path.isfile(os.path.join(out, "phrases.extract")):
+        os.unlink(os.path.join(out, "phrases.extract"))  # an earlier non-DP run's
 
+    owner_files = [f"{OWNER_DIR}/{MANIFEST}"] + \
+        ([f"{OWNER_DIR}/{ALIGNMENT_FILE}"] if keep_alignments else [])
+    public_params = {
+        "src_lang": src_lang, "tgt_lang": tgt_lang, "max_len": max_len,
+        "min_len": min_len, "sample_rate": sample_rate if dp is None else None, "tag": tag,
+        "allow_whole_sentences": allow_whole_sentences,
+        "symmetrize": None if alignments else symmetrize_method,
+        "aligner": "given" if alignments else "eflomal",
+        "pretokenized": pretokenized,
+        "tokenizer": None if pretokenized else
+        "sacremoses (fairseq hub: aggressive_dash_splits, escape)",
+    }
+    if dp is not None:
+        public_params["dp"] = {"epsilon": dp.epsilon, "delta": dp.delta, "cap": dp.cap,
+                               "unit": dp.unit, "repeat": dp.repeat, "weights": dp.weights}
+    histogram = writer.length_histogram()
+    # What may travel with the release: nothing that identifies or measures the input
+    # beyond what the phrase files show anyway, and never the seed.
     manifest = {
         "kind": "nmtfrag-release",
         "nmtfrag_version": __version__,
         "files": names,
-        "params": {
-            "src_lang": src_lang, "tgt_lang": tgt_lang, "max_len": max_len,
-            "min_len": min_len, "sample_rate": sample_rate, "tag": tag, "seed": seed,
-            "symmetrize": None if alignments else symmetrize_method,
-            "aligner": "given" if alignments else "eflomal",
-            "pretokenized": pretokenized,
-            "tokenizer": None if pretokenized else
-            "sacremoses (fairseq hub: aggressive_dash_splits, escape)",
-            "priors": bool(priors),
-        },
+        "params": public_params,
+        "randomness": seed.public_record(),
+        "counts": {"occurrences_released": writer.count},
+        "length_histogram": histogram,
+        "owner_only_files": owner_files,
+    }
+    if dp is not None:
+        manifest["privacy"] = pool.certificate
+    owner = {
+        "kind": "nmtfrag-release-owner",
+        "note": "owner-only: never ship this folder (paths, input hashes, exact counts, "
+                "line numbers, the seed)",
+        "nmtfrag_version": __version__,
+        "release_files": names,
+        "owner_files": owner_files,
+        "params": {**public_params, "priors": bool(priors)},
+        "randomness": seed.owner_record(),
         "counts": {
             "input_lines": n_lines,
             "skipped_lines": skips.total,
             "sentence_pairs_used": len(line_numbers),
             "sentence_pairs_without_phrase_pairs": sentences_without_pairs,
             "sentence_pairs_within_max_len": short_sentence_pairs,
-            "occurrences_extracted": shuffle.total,
+            "sentence_pairs_with_whole_sentence_phrase_pairs": sentences_with_whole,
+            "whole_sentence_occurrences": whole_occurrences,
+            "whole_sentence_occurrences_dropped":
+                0 if allow_whole_sentences else whole_occurrences,
+            "occurrences_extracted": pool.total,
             "occurrences_released": writer.count,
         },
-        "length_histogram": writer.length_histogram(),
+        "length_histogram": histogram,
         "skipped": skips.to_json(),
         "normalised": normalised.to_json(),
         "inputs": {
@@ -242,8 +422,13 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
             **({"priors": {"path": priors, "sha256": sha256_file(priors)}} if priors else {}),
         },
         "alignment_sha256": alignment_sha,
-        "owner_only_files": [ALIGNMENT_FILE] if keep_alignments else [],
+        **({"dp_counts": pool.stats, "documents": {"path": documents,
+                                                    "sha256": sha256_file(documents)}
+            if documents else None} if dp is not None else {}),
         "tool_versions": tool_versions("nmtfrag", "eflomal", "sacremoses", "numpy"),
     }
-    write_json(os.path.join(out, MANIFEST), manifest)
-    return ExtractResult(manifest, timings)
+    write_owner_json(out, owner)
+    if dp is not None:
+        write_json(os.path.join(out, "privacy.json"), pool.certificate)
+    write_json(os.path.join(out, MANIFEST), manifest)  # last: marks a finished release
+    return ExtractResult(manifest, owner, timings)

@@ -67,21 +67,27 @@ def test_same_seed_and_alignment_give_identical_bytes(corpus, tmp_path):
         assert run_cli("extract", "--src", src, "--tgt", tgt, "--out", out, "--alignments",
                        ali, "--pretokenized", "--seed", 7, "--tag", "--keep-alignments") == 0
         outs.append(out)
-    for name in ("phrases.de", "phrases.en", "phrases.extract", "corpus.align"):
+    for name in ("phrases.de", "phrases.en", "phrases.extract", "owner/corpus.align"):
         assert read(outs[0] / name) == read(outs[1] / name)
     out_c = tmp_path / "c"
     run_cli("extract", "--src", src, "--tgt", tgt, "--out", out_c, "--alignments", ali,
             "--pretokenized", "--seed", 8, "--tag")
     assert read(outs[0] / "phrases.de") != read(out_c / "phrases.de")
+    # without --keep-alignments (inner alignments not computed) the phrases are the same
+    out_d = tmp_path / "d"
+    run_cli("extract", "--src", src, "--tgt", tgt, "--out", out_d, "--alignments", ali,
+            "--pretokenized", "--seed", 7, "--tag")
+    for name in ("phrases.de", "phrases.en"):
+        assert read(outs[0] / name) == read(out_d / name)
 
 
 def test_eflomal_release_is_reproducible_from_its_kept_alignment(corpus, tmp_path):
     src, tgt, _ = corpus
     first = extract_release(src, tgt, str(tmp_path / "r1"), pretokenized=True, seed=3,
-                            keep_alignments=True).manifest
-    kept = str(tmp_path / "r1" / "corpus.align")
+                            keep_alignments=True).owner
+    kept = str(tmp_path / "r1" / "owner" / "corpus.align")
     second = extract_release(src, tgt, str(tmp_path / "r2"), pretokenized=True, seed=3,
-                             alignments=kept).manifest
+                             alignments=kept).owner
     assert first["alignment_sha256"] == second["alignment_sha256"] == sha(kept)
     for name in ("phrases.de", "phrases.en"):
         assert read(tmp_path / "r1" / name) == read(tmp_path / "r2" / name)
@@ -91,9 +97,9 @@ def test_eflomal_release_is_reproducible_from_its_kept_alignment(corpus, tmp_pat
 def test_release_is_an_exact_random_share_of_all_occurrences(corpus, tmp_path):
     src, tgt, ali = corpus
     full = extract_release(src, tgt, str(tmp_path / "full"), alignments=ali,
-                           pretokenized=True, sample_rate=1.0, max_len=3).manifest
+                           pretokenized=True, sample_rate=1.0, max_len=3).owner
     half = extract_release(src, tgt, str(tmp_path / "half"), alignments=ali,
-                           pretokenized=True, sample_rate=0.5, max_len=3).manifest
+                           pretokenized=True, sample_rate=0.5, max_len=3).owner
     n = full["counts"]["occurrences_extracted"]
     assert full["counts"]["occurrences_released"] == n
     assert half["counts"]["occurrences_released"] == int(0.5 * n + 0.5)
@@ -129,17 +135,20 @@ def test_no_segment_longer_than_max_len_and_tags_are_separate_tokens(corpus, tmp
             assert " ".join(tokens[1:-1]) not in sentences
 
 
-def test_manifest_records_inputs_counts_and_histogram(corpus, tmp_path):
+def test_manifests_record_inputs_counts_and_histogram(corpus, tmp_path):
     src, tgt, ali = corpus
-    m = extract_release(src, tgt, str(tmp_path / "r"), alignments=ali, pretokenized=True,
-                        max_len=4, sample_rate=0.5).manifest
-    on_disk = json.loads(read(tmp_path / "r" / "manifest.json"))
-    assert on_disk == m
-    assert m["inputs"]["src"]["sha256"] == sha(src)
-    assert m["inputs"]["alignments"]["sha256"] == sha(ali)
+    r = extract_release(src, tgt, str(tmp_path / "r"), alignments=ali, pretokenized=True,
+                        max_len=4, sample_rate=0.5)
+    m, owner = r.manifest, r.owner
+    assert json.loads(read(tmp_path / "r" / "manifest.json")) == m
+    assert json.loads(read(tmp_path / "r" / "owner" / "manifest.json")) == owner
+    assert owner["inputs"]["src"]["sha256"] == sha(src)
+    assert owner["inputs"]["alignments"]["sha256"] == sha(ali)
     assert sum(m["length_histogram"]["src"].values()) == m["counts"]["occurrences_released"]
     assert set(m["length_histogram"]["tgt"]) <= {"1", "2", "3", "4"}
-    assert "der patient" not in json.dumps(m)  # no corpus text in the manifest
+    assert m["params"]["max_len"] == 4 and m["params"]["pretokenized"] is True
+    for manifest in (m, owner):
+        assert "der patient" not in json.dumps(manifest)  # no corpus text
 
 
 def test_sacremoses_tokenisation_when_not_pretokenized(tmp_path):
@@ -161,7 +170,7 @@ def test_skips_are_counted_and_crlf_normalised(tmp_path):
     ali = tmp_path / "a.align"
     ali.write_text("0-0 1-1\n\n\n\n0-0 1-1\n")
     m = extract_release(str(src), str(tgt), str(tmp_path / "r"), alignments=str(ali),
-                        pretokenized=True, sample_rate=1.0).manifest
+                        pretokenized=True, sample_rate=1.0).owner
     assert m["counts"]["input_lines"] == 5
     assert m["counts"]["sentence_pairs_used"] == 2
     assert m["skipped"]["empty_one_side"] == {"count": 2, "lines": [2, 3],
@@ -267,6 +276,7 @@ def test_help_explains_every_option(capsys):
     for option in ("--src", "--tgt", "--out", "--max-len", "--min-len", "--sample-rate",
                    "--tag", "--seed", "--symmetrize", "--alignments", "--priors",
                    "--pretokenized", "--keep-alignments", "--work-dir", "--keep-work",
+                   "--allow-whole-sentences",
                    "--src-lang", "--tgt-lang", "--overwrite"):
         assert option in text
 
@@ -277,7 +287,7 @@ def test_priors_are_used_and_bad_priors_refused(corpus, tmp_path, capsys):
     priors.write_text("LEX\tpatient\tpatient\t5\nLEX\tdosis\tdose\t5\nHMMF\t1\t2\n",
                       encoding="utf-8")
     m = extract_release(src, tgt, str(tmp_path / "r"), pretokenized=True,
-                        priors=str(priors)).manifest
+                        priors=str(priors)).owner
     assert m["params"]["priors"] and m["inputs"]["priors"]["sha256"] == sha(priors)
     priors.write_text("LEX\tpatient\tpatient\t5\nLEX patient patient 5\n")
     code = run_cli("extract", "--src", src, "--tgt", tgt, "--out", tmp_path / "r2",
@@ -292,7 +302,7 @@ def test_sentences_too_long_for_eflomal_are_skipped_and_counted(corpus, tmp_path
     long_src.write_text(read(src) + " ".join(["wort"] * 1100) + "\n", encoding="utf-8")
     long_tgt.write_text(read(tgt) + " ".join(["word"] * 1100) + "\n", encoding="utf-8")
     m = extract_release(str(long_src), str(long_tgt), str(tmp_path / "r"),
-                        pretokenized=True).manifest
+                        pretokenized=True).owner
     assert m["skipped"]["too_long_for_aligner"]["lines"] == [len(DE) + 1]
     assert m["counts"]["sentence_pairs_used"] == len(DE)
     # With a given alignment no aligner limit applies.
@@ -300,7 +310,7 @@ def test_sentences_too_long_for_eflomal_are_skipped_and_counted(corpus, tmp_path
     ali.write_text("\n".join(diagonal_alignment(s, t) for s, t in zip(DE, EN)) + "\n"
                    + diagonal_alignment(*[" ".join(["w"] * 1100)] * 2) + "\n")
     m = extract_release(str(long_src), str(long_tgt), str(tmp_path / "r2"),
-                        pretokenized=True, alignments=str(ali)).manifest
+                        pretokenized=True, alignments=str(ali)).owner
     assert m["counts"]["sentence_pairs_used"] == len(DE) + 1
 
 
