@@ -108,12 +108,14 @@ def test_bad_schedules_refused():
 
 def test_privacy_command_plan(capsys):
     assert main(["privacy", "--noise-multiplier", "1.0", "--sample-rate", "0.01",
-                 "--steps", "1000", "--delta", "1e-5", "--json"]) == 0
+                 "--steps", "1000", "--delta", "1e-5", "--n-examples", "10000",
+                 "--json"]) == 0
     import json
     out = json.loads(capsys.readouterr().out)
     assert out["epsilon"]["rdp"] == pytest.approx(2.1014, abs=1e-3)
     assert main(["privacy", "--target-epsilon", "2.1014", "--sample-rate", "0.01",
-                 "--steps", "1000", "--delta", "1e-5", "--json"]) == 0
+                 "--steps", "1000", "--delta", "1e-5", "--n-examples", "10000",
+                 "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["noise_multiplier"] == pytest.approx(1.0, rel=0.01)
 

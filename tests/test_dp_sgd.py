@@ -233,7 +233,7 @@ def test_finetune_dp_end_to_end(tiny_dir, capsys):
     assert t["epsilon"] <= 2.0
     assert t["epsilon"] == pytest.approx(
         accounting.epsilon([tuple(h) for h in t["history"]], 1e-3, "rdp"))
-    assert len((out / "train.log").read_text().splitlines()) == 4
+    assert len((out / "owner" / "train.log").read_text().splitlines()) == 4
     assert not [f for f in os.listdir(out) if f.startswith(".dp-work")]  # no text left
     capsys.readouterr()
     assert main(["privacy", str(out), "--json"]) == 0
@@ -266,7 +266,7 @@ def test_vocabulary_epsilon_composes_into_the_certificate(tiny_dir, tmp_path):
     assert priv["total"]["epsilon"] == pytest.approx(0.4 + priv["training"]["epsilon"])
     assert priv["total"]["delta"] == pytest.approx(1e-3 + 2e-9)
     man = json.loads((root / "dpv" / "manifest.json").read_text())
-    assert man["params"]["frozen"] and man["result"]["trainable_parameters"] > 0
+    assert man["params"]["frozen"] and man["params"]["trainable_parameters"] > 0
 
 
 @pytest.mark.parametrize("extra,msg", [

@@ -44,6 +44,10 @@ def add_arguments(p):
                          "Moses-tokenised but not escaped (like EMEA): they are "
                          "detokenised and re-tokenised with the model's hub pipeline. "
                          "A release's own manifest decides for the release.")
+    io.add_argument("--tags", action="store_true",
+                    help="add <P> and </P> to the dictionaries (growing the embeddings). "
+                         "Default: only when the training data holds them; under --dp only "
+                         "this flag decides (the model's shape must not reveal the data)")
     io.add_argument("--overwrite", action="store_true",
                     help="replace a finished or interrupted run in --out")
     io.add_argument("--resume", action="store_true",
@@ -75,7 +79,11 @@ def add_arguments(p):
                          "validations (default 5; -1 disables)")
     tr.add_argument("--validate-every", type=int, default=None, metavar="UPDATES",
                     help="validate (and save) every N updates; default: every epoch")
-    tr.add_argument("--seed", type=int, default=1)
+    tr.add_argument("--seed", type=int, default=None,
+                    help="seed of fairseq training (default 1). With --dp it also seeds "
+                         "Poisson sampling and noise, which are otherwise drawn from the "
+                         "OS's cryptographic source: a seeded DP run is reproducible but "
+                         "NOT private, and is marked so")
     tr.add_argument("--device", choices=("cpu", "cuda"), default=None,
                     help="default: cuda if available, else cpu")
     tr.add_argument("--gpus", type=int, default=1,
@@ -122,10 +130,11 @@ def run(args):
                  update_freq=args.update_freq, max_updates=args.max_updates,
                  max_epochs=args.max_epoch, patience=args.patience,
                  validate_every=args.validate_every, warmup_updates=args.warmup_updates,
-                 seed=args.seed, device=device, gpus=args.gpus, fp16=args.fp16,
+                 seed=1 if args.seed is None else args.seed, device=device, gpus=args.gpus, fp16=args.fp16,
                  threads=args.threads, log_interval=args.log_interval, resume=args.resume,
                  overwrite=args.overwrite, keep_work=args.keep_work,
-                 keep_checkpoints=args.keep_checkpoints, quiet=args.quiet)
+                 keep_checkpoints=args.keep_checkpoints, quiet=args.quiet,
+                 tags=True if args.tags else None)
     r = m["result"]
     print(json.dumps({"out": args.out, "num_updates": r["num_updates"],
                       "valid_loss_before": r["valid_loss_before"],

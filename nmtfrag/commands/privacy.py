@@ -2,25 +2,28 @@
 
 `nmtfrag privacy MODEL_DIR` reads MODEL_DIR/privacy.json (written by
 `nmtfrag finetune --dp`), recomputes ε_T from the recorded steps with both accountants
-(RDP and PRV) as a cross-check, and prints ε_V (vocabulary), ε_T (training) and
-ε_V + ε_T (basic composition).
+(RDP and PRV) as a cross-check, and prints the privacy unit, ε_V (vocabulary), the ε of
+every earlier DP training of the base model, ε_T (training) and their sum (basic
+composition).
 
-`nmtfrag privacy --noise-multiplier σ --sample-rate q --steps T --delta δ` prints ε for
-a plan before any training; with `--target-epsilon ε` instead of `--noise-multiplier`,
-prints the σ that reaches it. `--batch-schedule` with `--n-examples` plans an increasing
-batch-size schedule (steps composed segment by segment).
+`nmtfrag privacy --noise-multiplier σ --sample-rate q --steps T --delta δ --n-examples n`
+prints ε for a plan before any training (δ must lie in (0, 1/n)); with
+`--target-epsilon ε` instead of `--noise-multiplier`, prints the σ that reaches it.
+`--batch-schedule` instead of `--sample-rate` plans an increasing batch-size schedule
+(steps composed segment by segment).
 
 examples:
   nmtfrag privacy dp_model/
-  nmtfrag privacy --noise-multiplier 1.0 --sample-rate 0.01 --steps 1000 --delta 1e-5
-  nmtfrag privacy --target-epsilon 3 --sample-rate 0.01 --steps 1000 --delta 1e-5 --accountant prv
+  nmtfrag privacy --noise-multiplier 1.0 --sample-rate 0.01 --steps 1000 --delta 1e-5 --n-examples 10000
+  nmtfrag privacy --target-epsilon 3 --sample-rate 0.01 --steps 1000 --delta 1e-5 --n-examples 10000 --accountant prv
 """
 HELP = "print ε for a DP model directory or a DP-SGD plan (or σ for a target ε)"
 
 
 def add_arguments(p):
-    p.add_argument("model_dir", nargs="?", metavar="MODEL_DIR",
-                   help="a model directory trained with `nmtfrag finetune --dp`")
+    p.add_argument("model_dir", nargs="?", metavar="DIR",
+                   help="a model directory trained with `nmtfrag finetune --dp`, or a "
+                        "release made with `nmtfrag extract --dp`")
     p.add_argument("--noise-multiplier", type=float, metavar="SIGMA",
                    help="noise std / clipping norm of each step")
     p.add_argument("--target-epsilon", type=float, metavar="EPS",
@@ -32,8 +35,10 @@ def add_arguments(p):
                    help='"SIZE:FROM_STEP,…" logical batch schedule (with --n-examples, '
                         "instead of --sample-rate)")
     p.add_argument("--n-examples", type=int, metavar="N",
-                   help="training examples (for --batch-schedule)")
-    p.add_argument("--delta", type=float, metavar="DELTA", help="δ of the guarantee")
+                   help="training examples (privacy units) of the plan (required: δ must "
+                        "be below 1/N)")
+    p.add_argument("--delta", type=float, metavar="DELTA",
+                   help="δ of the guarantee, in (0, 1/N)")
     p.add_argument("--shards", type=int, default=1, metavar="P",
                    help="devices each adding their own noise (accounted as σ√P)")
     p.add_argument("--accountant", choices=("rdp", "prv"), default="rdp",
@@ -45,22 +50,26 @@ def _plan(args):
     from ..dp import accounting, schedule
     from ..errors import InputError
 
-    accounting.check_delta(args.delta)
+    if not args.n_examples or args.n_examples < 1:
+        raise InputError("--n-examples is required for a plan: δ must be below 1/n "
+                         "(n = training examples), else the guarantee allows releasing "
+                         "an example outright")
+    accounting.check_delta(args.delta, n_examples=args.n_examples)
     if args.steps is None:
         raise InputError("--steps is required for a plan")
     if args.batch_schedule:
-        if not args.n_examples:
-            raise InputError("--batch-schedule needs --n-examples")
         segs = schedule.rate_segments(schedule.parse_schedule(args.batch_schedule),
                                       args.steps, args.n_examples)
     else:
         if args.sample_rate is None:
             raise InputError("--sample-rate is required for a plan (or --batch-schedule "
                              "with --n-examples)")
+        if not 0 < args.sample_rate <= 1:
+            raise InputError(f"--sample-rate must be in (0, 1], got {args.sample_rate}")
         segs = [(args.sample_rate, args.steps)]
     if (args.noise_multiplier is None) == (args.target_epsilon is None):
         raise InputError("give exactly one of --noise-multiplier and --target-epsilon")
-    out = {"delta": args.delta, "steps": args.steps,
+    out = {"delta": args.delta, "n_examples": args.n_examples, "steps": args.steps,
            "rate_segments": [[q, t] for q, t in segs], "shards": args.shards}
     if args.target_epsilon is not None:
         eff = accounting.noise_multiplier_for(args.target_epsilon, args.delta, segs,
@@ -92,29 +101,63 @@ def _certificate(model_dir):
     try:
         with open(path, encoding="utf-8") as f:
             cert = json.load(f)
-        hist = [tuple(h) for h in cert["training"]["history"]]
-        delta_t = cert["training"]["delta"]
-        if len(hist) == 0 or any(len(h) != 3 for h in hist):
-            raise ValueError("history must be [[σ, q, steps], …]")
+        if "release" in cert:
+            return _release_certificate(model_dir, cert["release"])
+        training = cert["training"]
+        earlier = cert.get("earlier_training") or []
+        for t in [training, *earlier]:
+            hist = t["history"]
+            if len(hist) == 0 or any(len(h) != 3 for h in hist):
+                raise ValueError("history must be [[σ, q, steps], …]")
+        recomputed = {name: accounting.epsilon([tuple(h) for h in training["history"]],
+                                               training["delta"], name)
+                      for name in accounting.ACCOUNTANTS}
+        main = training.get("accountant", "rdp")
+        total = accounting.compose_certificate(training, cert.get("vocabulary"), earlier,
+                                               training_eps=recomputed.get(main))
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{path}: malformed privacy certificate ({exc})") from None
-    recomputed = {name: accounting.epsilon(hist, delta_t, name)
-                  for name in accounting.ACCOUNTANTS}
-    main = cert["training"].get("accountant", "rdp")
-    eps_t = recomputed[main]
-    vocab = cert.get("vocabulary") or {"epsilon": 0.0, "delta": 0.0}
-    try:
-        eps, delta = accounting.compose_basic((vocab["epsilon"], vocab["delta"]),
-                                              (eps_t, delta_t))
-    except (KeyError, TypeError, ValueError):
-        raise InputError(f"{path}: malformed vocabulary entry (needs epsilon and "
-                         "delta)") from None
     return {"model_dir": os.path.abspath(model_dir),
-            "training": {**cert["training"], "epsilon": eps_t,
+            "training": {**training, "epsilon": recomputed[main],
                          "epsilon_recomputed": recomputed},
-            "vocabulary": vocab,
-            "total": {"epsilon": eps, "delta": delta,
-                      "composition": "basic (ε_V + ε_T, δ_V + δ_T)"}}
+            "earlier_training": [{**t, "epsilon": accounting.training_epsilon(t)}
+                                 for t in earlier],
+            "vocabulary": cert.get("vocabulary") or accounting.NO_VOCABULARY,
+            "base_model": cert.get("base_model") or {},
+            "total": total}
+
+
+def _release_certificate(release_dir, rel):
+    """A DP phrase-pair release (`nmtfrag extract --dp`): ε recomputed from σ and the cap."""
+    import os
+
+    from ..dp import histogram
+
+    policy = rel.get("weights") == "policy"
+    eps = histogram.gaussian_epsilon(rel["sigma"], rel["delta_gauss"],
+                                     1 if policy else rel["cap"])
+    if policy:
+        ok = rel["threshold"] >= histogram.policy_threshold(
+            rel["sigma"], rel["delta_threshold"], rel["cap"]) * (1 - 1e-9)
+    else:
+        ok = histogram.tail_probability(rel["sigma"], rel["threshold"]) * rel["cap"] \
+            <= rel["delta_threshold"] * (1 + 1e-6)
+    if not ok:
+        raise ValueError("the threshold does not bound a single unit's pairs by δ_T")
+    return {"release_dir": os.path.abspath(release_dir),
+            "release": {**rel, "epsilon": eps},
+            "total": {"epsilon": eps, "delta": rel["delta_gauss"] + rel["delta_threshold"],
+                      "composition": "one mechanism (ε, δ_G + δ_T)"}}
+
+
+def _print_release(out):
+    r, tot = out["release"], out["total"]
+    print(f"release: {out['release_dir']}")
+    print(f"unit      {r['unit']} (at most {r['cap']} distinct phrase pairs counted each)")
+    print(f"mechanism {r['mechanism']}")
+    print(f"          σ = {r['sigma']:.4f}, threshold {r['threshold']:.2f}; the pairs held "
+          f"by one unit all stay below it with probability ≥ 1 − {r['delta_threshold']:g}")
+    print(f"total      ε = {tot['epsilon']:.4f} at δ = {tot['delta']:g}")
 
 
 def run(args):
@@ -132,8 +175,12 @@ def run(args):
         if args.json:
             print(json.dumps(out, indent=2, ensure_ascii=False))
             return 0
+        if "release" in out:
+            _print_release(out)
+            return 0
         t, v, tot = out["training"], out["vocabulary"], out["total"]
         print(f"model: {out['model_dir']}")
+        print(f"unit      {t.get('unit', 'one training sentence pair')}")
         print(f"training  ε_T = {t['epsilon']:.4f} at δ_T = {t['delta']:g} "
               f"({t.get('accountant', 'rdp')}; " + ", ".join(
                   f"{k} {e:.4f}" for k, e in t["epsilon_recomputed"].items()) + ")")
@@ -142,12 +189,17 @@ def run(args):
         print(f"vocabulary ε_V = {v['epsilon']:.4f} at δ_V = {v['delta']:g}"
               + ("" if v.get("epsilon") else " (no DP vocabulary: the model's public "
                  "vocabulary was used)"))
+        for k, e in enumerate(out["earlier_training"], 1):
+            print(f"earlier   ε = {e['epsilon']:.4f} at δ = {e['delta']:g} (DP training "
+                  f"{k} of the base model)")
+        if out["base_model"].get("warning"):
+            print(f"warning: {out['base_model']['warning']}")
         print(f"total      ε = {tot['epsilon']:.4f} at δ = {tot['delta']:g} "
               f"({tot['composition']})")
         return 0
     if args.delta is None and all(v is None for v in plan_opts):
         raise InputError("give MODEL_DIR, or a plan: --noise-multiplier σ (or "
-                         "--target-epsilon ε) --sample-rate q --steps T --delta δ")
+                         "--target-epsilon ε) --sample-rate q --steps T --delta δ --n-examples n")
     out = _plan(args)
     if args.json:
         print(json.dumps(out, indent=2))

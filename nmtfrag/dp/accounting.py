@@ -52,7 +52,7 @@ ACCOUNTANTS = {
 
 
 def check_delta(delta, n_examples=None, what="--delta"):
-    """Refuse a missing or meaningless δ; warn-level check of δ < 1/n is returned."""
+    """Refuse a missing or meaningless δ, and (given n) a δ not below 1/n."""
     if delta is None:
         raise InputError(f"{what} is required: a DP guarantee without δ is void")
     if not (0.0 < delta < 1.0):
@@ -81,8 +81,13 @@ def epsilon(history, delta, accountant="rdp"):
                          f"{', '.join(sorted(ACCOUNTANTS))}")
     check_delta(delta)
     check_history(history)
-    return ACCOUNTANTS[accountant][0]([(float(s), float(q), int(t)) for s, q, t in history],
-                                      float(delta))
+    eps = ACCOUNTANTS[accountant][0]([(float(s), float(q), int(t)) for s, q, t in history],
+                                     float(delta))
+    if math.isnan(eps):
+        raise RuntimeError(f"the {accountant} accountant returned no ε")
+    # A conversion below 0 (large δ, little composition) still proves (0, δ)-DP, since
+    # DP is monotone in ε: never report a negative ε.
+    return max(0.0, eps)
 
 
 def plan_epsilon(noise_multiplier, sample_rate, steps, delta, accountant="rdp"):
@@ -150,6 +155,30 @@ def effective_noise_multiplier(noise_multiplier, shards=1):
 def compose_basic(*guarantees):
     """Basic composition of (ε, δ) pairs: (Σε, Σδ)."""
     return (sum(float(e) for e, _ in guarantees), sum(float(d) for _, d in guarantees))
+
+
+NO_VOCABULARY = {"epsilon": 0.0, "delta": 0.0, "note": "public vocabulary of the base model"}
+
+
+def training_epsilon(training):
+    """ε of a certificate's training entry, recomputed from its recorded history."""
+    return epsilon([tuple(h) for h in training["history"]], training["delta"],
+                   training.get("accountant", "rdp"))
+
+
+def compose_certificate(training, vocabulary=None, earlier=(), training_eps=None):
+    """Total (ε, δ) of a DP model: its vocabulary, every earlier DP training of its base
+    model (fine-tuning a DP model again on the same owner's data composes), and this
+    training — by basic composition, valid whatever the overlap of the data sets."""
+    vocabulary = vocabulary or NO_VOCABULARY
+    parts = [(vocabulary["epsilon"], vocabulary["delta"])]
+    parts += [(training_epsilon(t), t["delta"]) for t in earlier]
+    parts.append((training_epsilon(training) if training_eps is None else training_eps,
+                  training["delta"]))
+    eps, delta = compose_basic(*parts)
+    return {"epsilon": eps, "delta": delta,
+            "composition": "basic (ε_V + Σ earlier ε_T + ε_T, δ likewise)",
+            "parts": len(parts)}
 
 
 def analytic_gaussian_epsilon(noise_std, delta, sensitivity=1.0):

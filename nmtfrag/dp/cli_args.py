@@ -48,6 +48,10 @@ def add_arguments(parser):
     g.add_argument("--dp-freeze-embeddings", action="store_true",
                    help="train everything but the (tied) embedding matrices: far fewer "
                         "noisy dimensions and a faster step")
+    g.add_argument("--dedup", action="store_true",
+                   help="train on each distinct sentence pair once: the privacy unit "
+                        "becomes one distinct pair (without it, a pair repeated k times "
+                        "is protected only as a group of k)")
     g.add_argument("--dp-valid-every", type=int, default=0, metavar="STEPS",
                    help="validation loss every STEPS noisy steps (default: only at the end)")
 

@@ -21,8 +21,9 @@ Why each piece:
   batch may grow by a schedule (§5.2.2), the accountant composing each step's q.
 - One process, one device (CPU or one CUDA GPU): the noise is added once (no per-shard
   noise to account for); noise is drawn on the CPU, so runs match across devices.
-Noise comes from torch's generator seeded by --seed, for reproducibility; a deployment
-that must resist an attacker who knows the seed should draw it from a secure source.
+- Secret randomness: Poisson sampling and noise are seeded from the operating system's
+  cryptographic source (nmtfrag.randomness); with a known seed the mechanism is
+  deterministic and ε means nothing, so `--seed` is an opt-in marked not private.
 """
 import math
 import time
@@ -32,6 +33,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError
+from ..randomness import resolve_seed
 from . import accounting, fairseq_opacus
 
 
@@ -63,7 +65,7 @@ class DPSGD:
     """
 
     def __init__(self, model, optimizer, *, max_grad_norm, noise_multiplier,
-                 expected_batch_size, seed=1, label_smoothing=0.0, pad_idx=1):
+                 expected_batch_size, seed=None, label_smoothing=0.0, pad_idx=1):
         if not max_grad_norm > 0:
             raise InputError(f"--max-grad-norm must be positive, got {max_grad_norm}")
         if not noise_multiplier > 0:
@@ -79,7 +81,7 @@ class DPSGD:
         self.pad_idx = pad_idx
         self.device = self.params[0].device
         # noise is drawn on the CPU (same numbers on any device), then moved
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = resolve_seed(seed).torch_generator()
         self.summed = [torch.zeros_like(p) for p in self.params]
         self.n_examples = 0
         self.example_stats = {}
@@ -148,10 +150,12 @@ class DPSGD:
 
 
 def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_norm,
-             physical_batch, lr, weight_decay=0.0, seed=1, label_smoothing=0.0,
+             physical_batch, lr, weight_decay=0.0, seed=None, label_smoothing=0.0,
              log=None, valid_fn=None, valid_every=0):
     """Run `steps` noisy steps; the logical batch of step t is Poisson with rate
-    `rate_of_step(t)`. Returns (per-step log, privacy history [(σ, q, steps)])."""
+    `rate_of_step(t)`. Returns (per-step log, privacy history [(σ, q, steps)]).
+    `seed` None draws sampling and noise from secret randomness."""
+    seed = resolve_seed(seed)
     n = len(dataset)
     pad = dataset.src_dict.pad()
     params = [p for p in model.parameters() if p.requires_grad]
@@ -160,7 +164,7 @@ def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_
     dp = DPSGD(model, opt, max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier,
                expected_batch_size=rate_of_step(0) * n, seed=seed,
                label_smoothing=label_smoothing, pad_idx=pad)
-    rng = np.random.default_rng(seed)
+    rng = seed.numpy_rng()
     sizes = dataset.src_sizes + (dataset.tgt_sizes if dataset.tgt_sizes is not None else 0)
     history, records = [], []
     model.train()
@@ -261,10 +265,66 @@ def _total_steps(args, segments, n):
     return steps
 
 
+def base_model_privacy(model_dir):
+    """What a base model already spent: (vocabulary entry, earlier DP trainings, note).
+
+    Fine-tuning a DP model again on the owner's data composes with its earlier ε; a base
+    fine-tuned without DP is outside any certificate, so it gets a warning."""
+    import os
+
+    from ..fileio import MANIFEST, read_json
+
+    cert_path = os.path.join(model_dir, "privacy.json")
+    cert = read_json(cert_path) if os.path.isfile(cert_path) else {}
+    earlier = list(cert.get("earlier_training") or [])
+    if cert.get("training"):
+        earlier.append(cert["training"])
+    note = {"dp_trainings": len(earlier)}
+    man_path = os.path.join(model_dir, MANIFEST)
+    man = read_json(man_path) if os.path.isfile(man_path) else {}
+    if man.get("kind") == "nmtfrag-finetuned-model" and not man.get("dp"):
+        note["warning"] = ("the base model was fine-tuned WITHOUT differential privacy: "
+                           "if its training data was confidential, this certificate does "
+                           "not cover it")
+    elif cert.get("base_model", {}).get("warning"):
+        note["warning"] = cert["base_model"]["warning"]
+    return cert.get("vocabulary"), earlier, note
+
+
+def _unit(dedup):
+    if dedup:
+        return "one distinct training sentence pair (duplicates removed with --dedup)"
+    return ("one training sentence pair (a pair repeated k times in the data is "
+            "protected only as a group of k: use --dedup)")
+
+
+def _refuse_release(train_info):
+    if train_info["kind"] == "release":
+        raise InputError(
+            "--dp on a release directory is refused: one sentence yields many phrase-pair "
+            "examples (dozens), so a guarantee per example is not one per sentence. Train "
+            "with --dp on the full sentence pairs instead (the DP guarantee replaces "
+            "fragmentation)")
+
+
+def _clean_stale_work(out):
+    """Older versions put the private work dir inside OUT: remove any left by a kill."""
+    import os
+    import shutil
+
+    for name in os.listdir(out):
+        if name.startswith(".dp-work-"):
+            shutil.rmtree(os.path.join(out, name), ignore_errors=True)
+
+
 def dp_finetune(args):
-    """`nmtfrag finetune --dp`: DP-SGD fine-tuning of a model dir; OUT gets the model,
-    privacy.json (the certificate), train.log (one JSON line per noisy step) and
-    manifest.json."""
+    """`nmtfrag finetune --dp`: DP-SGD fine-tuning of a model dir.
+
+    OUT gets what may be shared — the model files, privacy.json (the certificate) and a
+    manifest of public parameters — and OUT/owner/ (never to be shared): the owner's
+    manifest (input paths and hashes, exact counts, validation losses, seed) and
+    train.log (one JSON line of non-private statistics per noisy step). The private work
+    dir holding the corpus lives in the system's temp dir, never inside OUT."""
     import json
     import os
     import sys
@@ -272,8 +332,9 @@ def dp_finetune(args):
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     from ..bpe import BPE, TAGS
     from ..binarize import fairseq_log_level
-    from ..fileio import (MANIFEST, prepare_output_dir, private_workdir, read_json,
-                          sha256_file, tool_versions, write_json)
+    from ..fileio import (MANIFEST, OWNER_DIR, owner_path, prepare_output_dir,
+                          private_workdir, sha256_file, tool_versions, write_json,
+                          write_owner_json)
     from ..finetune import _prepare, resolve_train
     from ..model_dir import (grow_state, load_state, save_state, validate_model_dir,
                              write_dict_with, write_model_dir)
@@ -282,6 +343,9 @@ def dp_finetune(args):
     _check_args(args)
     if args.threads:
         torch.set_num_threads(args.threads)
+    seed = resolve_seed(args.seed)
+    if seed.reproducible:  # dropout masks too, so a seeded run repeats exactly
+        torch.manual_seed(seed.value)
     src_lang, tgt_lang = args.src_lang, args.tgt_lang
     md = validate_model_dir(args.model, src_lang, tgt_lang, args.checkpoint)
     if len(args.train) > 2:
@@ -289,30 +353,32 @@ def dp_finetune(args):
     train = args.train if len(args.train) == 2 else args.train[0]
     src_path, tgt_path, mode, train_info = resolve_train(train, src_lang, tgt_lang,
                                                          args.pretokenized)
+    _refuse_release(train_info)
     valid_mode = "moses" if args.pretokenized else "raw"
     for p in (src_path, tgt_path, args.valid_src, args.valid_tgt):
         if not os.path.isfile(p):
             raise InputError(f"{p}: no such file")
+    vocab_privacy, earlier, base_note = base_model_privacy(md.path)
+    if base_note.get("warning"):
+        print(f"warning: {base_note['warning']}", file=sys.stderr)
     out = prepare_output_dir(args.out, args.overwrite)
-    for f in (MANIFEST, "privacy.json", "train.log"):
+    _clean_stale_work(out)
+    for f in (MANIFEST, "privacy.json", "train.log", os.path.join(OWNER_DIR, MANIFEST)):
         if os.path.exists(os.path.join(out, f)):
             os.unlink(os.path.join(out, f))
     inputs = {"model": md.checkpoints[0], "train_src": src_path, "train_tgt": tgt_path,
               "valid_src": args.valid_src, "valid_tgt": args.valid_tgt}
     hashes = {k: sha256_file(v) for k, v in inputs.items()}
-    vocab_privacy = None
-    if os.path.isfile(os.path.join(md.path, "privacy.json")):
-        vocab_privacy = (read_json(os.path.join(md.path, "privacy.json"))
-                         .get("vocabulary"))
     t0 = time.time()
-    with private_workdir(base=out, keep=args.keep_work, prefix=".dp-work-") as work:
+    with private_workdir(keep=args.keep_work, prefix="nmtfrag-dp-") as work:
         bin_dir = os.path.join(work, "bin")
         init_ckpt = os.path.join(work, "init.pt")
         with fairseq_log_level():
             prep = _prepare(md, src_path, tgt_path, mode, args.valid_src, args.valid_tgt,
                             valid_mode, work, bin_dir, init_ckpt, src_lang, tgt_lang,
-                            args.seed, BPE, TAGS, load_state, grow_state, save_state,
-                            write_dict_with)
+                            1 if args.seed is None else args.seed, BPE, TAGS, load_state,
+                            grow_state, save_state, write_dict_with,
+                            tags=bool(args.tags), dedup=args.dedup)
             from fairseq import checkpoint_utils
 
             models, _, task = checkpoint_utils.load_model_ensemble_and_task(
@@ -348,8 +414,9 @@ def dp_finetune(args):
 
         ls = args.label_smoothing
         before = valid_loss(model, valid_ds, label_smoothing=ls) / math.log(2)
-        log_path = os.path.join(out, "train.log")
-        log_f = open(log_path, "w", encoding="utf-8")
+        log_f = open(os.open(owner_path(out, "train.log"),
+                             os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+                     "w", encoding="utf-8")
         interval = max(1, getattr(args, "log_interval", 50) or 50)
 
         def log(rec):
@@ -363,14 +430,15 @@ def dp_finetune(args):
 
         print(f"DP-SGD: n={n} pairs, {steps} noisy steps, σ={sigma:.4f}, "
               f"C={args.max_grad_norm}, logical batch {segs}, physical batch "
-              f"{args.physical_batch}, {n_trainable} trainable parameters", file=sys.stderr)
+              f"{args.physical_batch}, {n_trainable} trainable parameters, "
+              f"randomness {seed.source}", file=sys.stderr)
         t_train = time.time()
         try:
             records, history, _ = train_dp(
                 model, train_ds, steps=steps, rate_of_step=rate_of_step,
                 noise_multiplier=sigma, max_grad_norm=args.max_grad_norm,
                 physical_batch=args.physical_batch, lr=args.dp_lr or args.lr,
-                weight_decay=args.dp_weight_decay, seed=args.seed, label_smoothing=ls,
+                weight_decay=args.dp_weight_decay, seed=seed, label_smoothing=ls,
                 log=log, valid_fn=(lambda m: valid_loss(m, valid_ds, label_smoothing=ls)
                                    / math.log(2)),
                 valid_every=args.dp_valid_every)
@@ -390,48 +458,41 @@ def dp_finetune(args):
 
     eps = {name: accounting.epsilon(history, args.delta, name)
            for name in accounting.ACCOUNTANTS}
-    eps_t = eps[args.accountant]
-    vocab = vocab_privacy or {"epsilon": 0.0, "delta": 0.0,
-                              "note": "public vocabulary of the base model"}
-    total = accounting.compose_basic((vocab["epsilon"], vocab["delta"]), (eps_t, args.delta))
-    privacy = {
-        "training": {"mechanism": "DP-SGD, Poisson-subsampled Gaussian, add/remove one "
-                                  "sentence pair", "unit": "one training sentence pair",
-                     "accountant": args.accountant, "epsilon": eps_t,
-                     "epsilon_all_accountants": eps, "delta": args.delta,
-                     "noise_multiplier": sigma, "max_grad_norm": args.max_grad_norm,
-                     "steps": steps, "n_examples": n,
-                     "history": [list(h) for h in history],
-                     "target_epsilon": args.target_epsilon},
-        "vocabulary": vocab,
-        "total": {"epsilon": total[0], "delta": total[1],
-                  "composition": "basic (ε_V + ε_T, δ_V + δ_T)"},
-    }
-    write_json(os.path.join(out, "privacy.json"), privacy)
+    training = {"mechanism": "DP-SGD, Poisson-subsampled Gaussian, add/remove one unit",
+                "unit": _unit(args.dedup), "accountant": args.accountant,
+                "epsilon": eps[args.accountant], "epsilon_all_accountants": eps,
+                "delta": args.delta, "noise_multiplier": sigma,
+                "max_grad_norm": args.max_grad_norm, "steps": steps,
+                # n is revealed by the sampling rates q = batch / n anyway
+                "n_examples": n, "history": [list(h) for h in history],
+                "target_epsilon": args.target_epsilon,
+                "randomness": seed.public_record()}
+    total = accounting.compose_certificate(training, vocab_privacy, earlier,
+                                           training_eps=training["epsilon"])
+    privacy = {"training": training,
+               "vocabulary": vocab_privacy or accounting.NO_VOCABULARY,
+               "earlier_training": earlier, "base_model": base_note, "total": total}
+    public_params = {
+        "src_lang": src_lang, "tgt_lang": tgt_lang, "lr": args.dp_lr or args.lr,
+        "optimizer": "adamw", "dp_weight_decay": args.dp_weight_decay,
+        "dropout": args.dropout, "label_smoothing": ls,
+        "logical_batch": args.logical_batch, "batch_schedule": args.batch_schedule,
+        "physical_batch": args.physical_batch, "max_grad_norm": args.max_grad_norm,
+        "noise_multiplier": sigma, "target_epsilon": args.target_epsilon,
+        "delta": args.delta, "steps": steps, "accountant": args.accountant,
+        "frozen": frozen, "tags": bool(args.tags), "dedup": args.dedup,
+        "trainable_parameters": n_trainable}
     snrs = [r["snr"] for r in records]
-    manifest = {
-        "kind": "nmtfrag-finetuned-model",
-        "model_files": ["model.pt", f"dict.{src_lang}.txt", f"dict.{tgt_lang}.txt",
-                        "bpecodes"],
-        "dp": True,
-        "params": {
-            "base_model": md.path, "train": train if isinstance(train, str) else list(train),
-            "train_kind": train_info["kind"], "train_text_mode": mode,
-            "valid_src": os.path.abspath(args.valid_src),
-            "valid_tgt": os.path.abspath(args.valid_tgt), "src_lang": src_lang,
-            "tgt_lang": tgt_lang, "lr": args.dp_lr or args.lr, "optimizer": "adamw",
-            "dp_weight_decay": args.dp_weight_decay, "dropout": args.dropout,
-            "label_smoothing": ls, "logical_batch": args.logical_batch,
-            "batch_schedule": args.batch_schedule, "physical_batch": args.physical_batch,
-            "max_grad_norm": args.max_grad_norm, "noise_multiplier": sigma,
-            "target_epsilon": args.target_epsilon, "delta": args.delta, "steps": steps,
-            "accountant": args.accountant, "frozen": frozen, "seed": args.seed,
-        },
-        "privacy": privacy,
+    write_owner_json(out, {
+        "kind": "nmtfrag-finetuned-model-owner-record",
+        "params": {"base_model": md.path,
+                   "train": train if isinstance(train, str) else list(train),
+                   "train_text_mode": mode, "valid_src": os.path.abspath(args.valid_src),
+                   "valid_tgt": os.path.abspath(args.valid_tgt)},
+        "randomness": seed.owner_record(),
         "counts": prep["counts"], "tags": prep["tags"],
         "result": {"valid_loss_before": before, "valid_loss_after": after,
                    "valid_loss_unit": "label-smoothed loss per target token, base 2",
-                   "num_updates": steps, "trainable_parameters": n_trainable,
                    "mean_examples_per_step": sum(r["examples"] for r in records)
                    / max(1, len(records)),
                    "empty_steps": sum(1 for r in records if r["examples"] == 0),
@@ -442,10 +503,18 @@ def dp_finetune(args):
         "inputs_sha256": hashes,
         "tool_versions": tool_versions("fairseq-fixed", "torch", "opacus", "fastbpe",
                                        "sacremoses"),
-    }
-    write_json(os.path.join(out, MANIFEST), manifest)
+    })
+    write_json(os.path.join(out, "privacy.json"), privacy)
+    write_json(os.path.join(out, MANIFEST), {
+        "kind": "nmtfrag-finetuned-model", "dp": True,
+        "model_files": ["model.pt", f"dict.{src_lang}.txt", f"dict.{tgt_lang}.txt",
+                        "bpecodes"],
+        "shareable": "every file here except owner/",
+        "owner_only": [f"{OWNER_DIR}/{MANIFEST}", f"{OWNER_DIR}/train.log"],
+        "params": public_params, "privacy": privacy,
+        "randomness": seed.public_record()})
     print(json.dumps({"out": out, "num_updates": steps, "noise_multiplier": sigma,
-                      "epsilon": eps_t, "delta": args.delta,
-                      "epsilon_total": total[0], "valid_loss_before": before,
+                      "epsilon": training["epsilon"], "delta": args.delta,
+                      "epsilon_total": total["epsilon"], "valid_loss_before": before,
                       "valid_loss_after": after}))
     return 0
