@@ -12,7 +12,7 @@ and cut to the requested size. Each size runs in a fresh subprocess (own peak RS
 With --release DIR the attack also runs on that real release (e.g. EMEA).
 
     python3 benchmarks/reconstruct.py [--max-len 4] [--sizes 10000,100000,1000000]
-                                      [--release /work/runs/audit/rel-L4-r1.0]
+                                      [--release RELEASE_DIR]
 """
 import argparse
 import json
@@ -57,7 +57,7 @@ ref = sorted(Counter(pairs))
 t_ref = time.perf_counter() - t0
 del ref
 t0 = time.perf_counter()
-chains, stats = reconstruct(pairs)
+chains, stats = reconstruct(pairs, mode=args.get("mode", "conservative"))
 t_attack = time.perf_counter() - t0
 print(json.dumps({"pairs": len(pairs), "attack_s": t_attack, "reference_s": t_ref,
                   "chains": stats["chains"], "edges": stats["edges"],
@@ -78,13 +78,15 @@ def main():
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--release", help="also time the attack on this real release")
+    ap.add_argument("--mode", choices=("conservative", "greedy"), default="conservative",
+                    help="attack mode to time (default: conservative)")
     a = ap.parse_args()
-    print(f"reconstruction attack, synthetic releases, max-len {a.max_len}")
+    print(f"reconstruction attack ({a.mode}), synthetic releases, max-len {a.max_len}")
     print(f"{'pairs':>9} {'attack s':>9} {'pairs/s':>9} {'ref s':>7} {'ratio':>6} "
           f"{'peak MB':>8} {'chains':>8}")
     rows = []
     for size in [int(x) for x in a.sizes.split(",")]:
-        r = run(size=size, max_len=a.max_len, seed=a.seed)
+        r = run(size=size, max_len=a.max_len, seed=a.seed, mode=a.mode)
         rows.append(r)
         print(f"{r['pairs']:>9} {r['attack_s']:>9.2f} {r['pairs'] / r['attack_s']:>9.0f} "
               f"{r['reference_s']:>7.2f} {r['attack_s'] / r['reference_s']:>6.1f} "
@@ -98,7 +100,7 @@ def main():
         t = hundred[0]["attack_s"]
         print(f"target ≤ 30 s at 100k pairs: {t:.2f} s — {'met' if t <= 30 else 'MISSED'}")
     if a.release:
-        r = run(release=a.release)
+        r = run(release=a.release, mode=a.mode)
         print(f"release {a.release}: {r['pairs']} pairs, attack {r['attack_s']:.2f} s, "
               f"reference {r['reference_s']:.2f} s (ratio {r['attack_s'] / r['reference_s']:.1f}), "
               f"peak {r['peak_rss_mb']:.0f} MB")

@@ -63,7 +63,8 @@ done_ "$OUT/$REL" || nmtfrag extract --src "$OUT/canaried/train.de" --tgt "$OUT/
 
 step "reconstruction attack on $REL"
 done_ "$OUT/reconstruct-$REL" || nmtfrag audit reconstruct --release "$OUT/$REL" \
-    --src "$OUT/canaried/train.de" --tgt "$OUT/canaried/train.en" --out "$OUT/reconstruct-$REL"
+    --src "$OUT/canaried/train.de" --tgt "$OUT/canaried/train.en" --mode both \
+    --out "$OUT/reconstruct-$REL"
 
 FT=(--valid-src "$DATA/valid.de" --valid-tgt "$DATA/valid.en" --pretokenized
     --max-updates "$MAX_UPDATES" --max-tokens "$MAX_TOKENS" --threads "$THREADS"

@@ -44,11 +44,14 @@ def runs(tmp_path):
     _w(tmp_path / "x" / "base.json", _exposure(1.2, 1.0))
     _w(tmp_path / "x" / "phr.json", _exposure(6.5, 1.1))
     _w(tmp_path / "r" / "report.json", RECON)
+    _w(tmp_path / "mi" / "report.json", {"kind": "nmtfrag-membership-audit", "auc": 0.612,
+                                         "tpr_at_1pct_fpr": 0.034})
     _w(tmp_path / "m" / "privacy.json", {"total": {"epsilon": 7.9, "delta": 1e-5}})
     (tmp_path / "runs.yaml").write_text(
         "title: test\nruns:\n"
         "  - {name: baseline, approach: none, evaluate: e/base, exposure: x/base.json}\n"
-        "  - {name: phrases, evaluate: e/phr, exposure: x/phr.json, reconstruction: r}\n"
+        "  - {name: phrases, evaluate: e/phr, exposure: x/phr.json, reconstruction: r,"
+        " membership: mi}\n"
         "  - {name: dp, evaluate: e/dp, privacy: m/privacy.json}\n")
     return tmp_path
 
@@ -60,8 +63,10 @@ def test_report_carries_figures(runs):
     assert by["phrases"]["reconstruction"]["tgt_ngrams_recovered_share"] == 0.14
     assert by["phrases"]["exposure"]["100"]["exposure_mean"] == 6.5
     assert by["dp"]["epsilon"] == 7.9 and "epsilon" not in by["baseline"]
+    assert by["phrases"]["membership"]["auc"] == 0.612 and "membership" not in by["dp"]
     md = (runs / "out" / "report.md").read_text()
     assert "| phrases |" in md and "14.00%" in md and "6.50" in md and "7.9" in md
+    assert "| 0.612 | 0.034 |" in md
     assert (runs / "out" / "privacy_utility.png").stat().st_size > 1000
     assert json.loads((runs / "out" / "report.json").read_text()) == rep
 
@@ -86,3 +91,14 @@ def test_cli(runs):
     assert subprocess.run(cmd, capture_output=True).returncode == 0
     again = subprocess.run(cmd, capture_output=True, text=True)
     assert again.returncode == 2 and again.stderr.startswith("error:")
+
+
+def test_frontier_keeps_only_undominated_points():
+    from nmtfrag.audit.compare import frontier
+
+    pts = [(8, 20.0), (1, 15.0), (4, 14.0), (4, 18.0), (2, 15.0), (16, 19.0)]
+    assert frontier(pts) == [(1, 15.0), (4, 18.0), (8, 20.0)]
+    # brute force: a point is on it iff no other has ε ≤ and BLEU ≥, one strictly
+    brute = sorted(p for p in set(pts) if not any(
+        q != p and q[0] <= p[0] and q[1] >= p[1] for q in pts))
+    assert frontier(pts) == brute

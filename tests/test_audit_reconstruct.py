@@ -254,3 +254,177 @@ def test_release_written_by_extract(tmp_path, tag, rate):
         assert rep["scores"] == score(direct, sents, max_len=4)
     assert rep["scores"]["tgt"]["ngram_precision"] == 1.0
     assert rep["scores"]["pair"]["rebuilt_exactly"] > 0
+
+
+# --------------------------------------------------------------------------- issue 13:
+# the audit never understates (counting rule), and a greedy mode brackets it from above
+
+def _pair(src, tgt):
+    return tuple(src.split()), tuple(tgt.split())
+
+
+def _write_corpus(path_src, path_tgt, pairs):
+    with open(path_src, "w") as fs, open(path_tgt, "w") as ft:
+        for s, t in pairs:
+            fs.write(" ".join(s) + "\n")
+            ft.write(" ".join(t) + "\n")
+
+
+def test_full_sentence_release_scores_exactly_100(tmp_path):
+    """A release of the corpus's own sentences leaks every sentence: 100% on every side,
+    in both modes, although the attack joins some of them and collapses others."""
+    from nmtfrag.audit.reconstruction_score import audit_reconstruction
+
+    sents = [
+        _pair("a b c d", "A B C D"),          # joined with the next one (overlap C D)
+        _pair("c d e f", "C D E F"),
+        _pair("x y z .", "X Y ."),             # same target as the next, wider source:
+        _pair("y z .", "X Y ."),               # this one is collapsed as a variant
+        _pair("g h", "G H"),                   # contained in the next one
+        _pair("f2 g h i", "F2 G H I"),
+        _pair("m n o p", "M N O P"),           # ambiguous overlap N O: two continuations
+        _pair("n o q", "N O Q"),
+        _pair("n o r", "N O R"),
+        _pair("a b c d", "A B C D"),           # a duplicate line
+    ] + [(s, t) for s, t, _ in corpus(40, seed=11, lo=2, hi=9)]
+    src, tgt = str(tmp_path / "c.de"), str(tmp_path / "c.en")
+    _write_corpus(src, tgt, sents)
+    _write_release(tmp_path / "full", sents, tag=False)
+    rep = audit_reconstruction(str(tmp_path / "full"), src, tgt, str(tmp_path / "audit"),
+                               mode="both", max_len=1000)
+    for mode in ("conservative", "greedy"):
+        sc = rep["modes"][mode]["scores"]
+        for side in ("src", "tgt", "pair"):
+            assert sc[side]["rebuilt_exactly_share"] == 1.0, (mode, side)
+            assert sc[side]["rebuilt_as_release_fragment_share"] == 1.0
+    # the count of chains equal to a sentence (all the audit reported before) misses some
+    old = rep["modes"]["conservative"]["scores"]
+    assert old["pair"]["rebuilt_as_whole_chain_share"] < 1.0
+    assert old["src"]["rebuilt_as_whole_chain_share"] < 1.0
+
+
+def test_verbatim_fragment_equal_to_a_short_sentence_counts():
+    long_ = _pair("nimm die tabletten .", "take the tablets .")
+    short = _pair("tabletten .", "tablets .")
+    frags = [_pair("nimm die", "take the"), _pair("die tabletten", "the tablets"),
+             _pair("tabletten .", "tablets .")]
+    chains, stats = reconstruct(frags)
+    assert stats["edges"] == 2  # all three are joined into the long sentence
+    assert [(c.src, c.tgt) for c in chains] == [long_]
+    src, tgt = [long_[0], short[0]], [long_[1], short[1]]
+    without = score_chains(chains, src, tgt, max_len=2)
+    assert without["pair"]["rebuilt_exactly"] == 1  # the short one is inside, not at a cut
+    sc = score_chains(chains, src, tgt, max_len=2, fragments=frags)
+    assert sc["pair"]["rebuilt_exactly"] == 2
+    assert sc["pair"]["rebuilt_as_release_fragment"] == 1
+    assert sc["pair"]["rebuilt_as_whole_chain"] == 1
+
+
+def test_counting_rule_spans_delimited_by_sentence_final_tokens():
+    from nmtfrag.audit.rebuilt import SENTENCE_FINAL, delimited_spans, rebuilt_flags
+
+    u = tuple("a b . c d . e".split())
+    got = delimited_spans(u, SENTENCE_FINAL, 100)
+    assert got == {tuple(x.split()) for x in (
+        "a b .", "a b . c d .", "a b . c d . e", "c d .", "c d . e", "e")}
+    assert tuple("b .".split()) not in got  # starts after "a": not a cut the attacker sees
+    assert delimited_spans(u, SENTENCE_FINAL, 3) == {tuple("a b .".split()),
+                                                     tuple("c d .".split()), ("e",)}
+    # a pair needs both sides in the same unit
+    units = [(tuple("x .".split()), tuple("X .".split())),
+             (tuple("y .".split()), tuple("Y . Z .".split()))]
+    s = [tuple("x .".split()), tuple("y .".split()), tuple("y .".split())]
+    t = [tuple("Y .".split()), tuple("Y .".split()), tuple("Z .".split())]
+    fs, ft, fp = rebuilt_flags(units, s, t, SENTENCE_FINAL, SENTENCE_FINAL)
+    assert fs == [True, True, True] and ft == [True, True, True]
+    assert fp == [False, True, True]
+
+
+def test_rule_never_counts_less_than_whole_chains():
+    sents = corpus(200, seed=12, lo=1, hi=10)
+    pairs = release(sents, max_len=3, rate=0.7)
+    for mode in ("conservative", "greedy"):
+        chains, _ = reconstruct(pairs, mode=mode)
+        sc = score_chains(chains, [s for s, _, _ in sents], [t for _, t, _ in sents], 3,
+                          fragments=pairs)
+        for side in ("src", "tgt", "pair"):
+            assert sc[side]["rebuilt_exactly"] >= sc[side]["rebuilt_as_whole_chain"]
+            assert sc[side]["rebuilt_exactly"] >= sc[side]["rebuilt_as_release_fragment"]
+
+
+def _all_spans(sentences, max_len, times=1):
+    """Every diagonal pair up to max_len of (src, tgt) sentences, each `times` times."""
+    out = []
+    for (src, tgt), k in zip(sentences, times if isinstance(times, list) else
+                             [times] * len(sentences)):
+        for i in range(len(tgt)):
+            for j in range(i + 1, min(i + max_len, len(tgt)) + 1):
+                out += [(src[i:j], tgt[i:j])] * k
+    return out
+
+
+def test_greedy_joins_ambiguous_overlaps_by_frequency():
+    # "b c" is followed by d in a sentence seen three times and by f in one seen once:
+    # the conservative mode stops at the repeat, the greedy one follows the majority.
+    s1, s2 = _pair("a b c d", "A B C D"), _pair("e b c f", "E B C F")
+    pairs = _all_spans([s1, s2], 3, times=[3, 1])
+    cons, cs = reconstruct(pairs)
+    greedy, gs = reconstruct(pairs, mode="greedy")
+    assert s1 not in {(c.src, c.tgt) for c in cons}
+    assert s1 in {(c.src, c.tgt) for c in greedy}
+    assert {(c.src, c.tgt) for c in cons} <= {(c.src, c.tgt) for c in greedy}
+    assert gs["ambiguous_overlaps_resolved_by_frequency"] >= 2
+    src, tgt = [s1[0], s2[0]], [s1[1], s2[1]]
+    sc_c = score_chains(cons, src, tgt, 3, fragments=pairs)
+    sc_g = score_chains(greedy, src, tgt, 3, fragments=pairs)
+    for side in ("src", "tgt", "pair"):
+        assert sc_g[side]["rebuilt_exactly"] >= sc_c[side]["rebuilt_exactly"]
+    assert sc_g["pair"]["rebuilt_exactly"] > sc_c["pair"]["rebuilt_exactly"] == 0
+    assert sc_g["tgt"]["ngram_precision"] == 1.0  # here the majority was right
+    # the same answer whatever the line order
+    assert reconstruct(list(reversed(pairs)), mode="greedy") == (greedy, gs)
+
+
+def test_greedy_precision_drops_when_it_joins_wrongly():
+    # "x y z w" (twice) and "u y z v": the release lost "y z w", so "x y z" can only go
+    # on with "y z v"; "y z v" has two predecessors. Conservative: no join. Greedy: the
+    # more frequent "x y z" wins and builds "x y z v", which is in no sentence.
+    s1, s2 = _pair("x y z w", "X Y Z W"), _pair("u y z v", "U Y Z V")
+    pairs = [p for p in _all_spans([s1, s2], 3, times=[2, 1]) if p[1] != ("Y", "Z", "W")]
+    cons, _ = reconstruct(pairs)
+    greedy, _ = reconstruct(pairs, mode="greedy")
+    assert (("x", "y", "z", "v"), ("X", "Y", "Z", "V")) in {(c.src, c.tgt) for c in greedy}
+    src, tgt = [s1[0], s2[0]], [s1[1], s2[1]]
+    sc_c = score_chains(cons, src, tgt, 3, fragments=pairs)
+    sc_g = score_chains(greedy, src, tgt, 3, fragments=pairs)
+    assert sc_c["tgt"]["ngram_precision"] in (1.0, None)
+    assert sc_g["tgt"]["ngram_precision"] < 1.0
+    assert sc_g["joined_chains"]["pair_precision"] < 1.0
+    assert sc_g["joined_chains"]["pair_in_corpus"] < sc_g["joined_chains"]["joined_chains"]
+
+
+def test_cli_both_modes_bracket(tmp_path):
+    sents = corpus(80, seed=13, lo=3)
+    _write_release(tmp_path / "rel", release(sents, max_len=3, rate=0.8), tag=False)
+    _write_corpus(tmp_path / "c.de", tmp_path / "c.en", [(s, t) for s, t, _ in sents])
+    cmd = [sys.executable, "-m", "nmtfrag", "audit", "reconstruct", "--release",
+           str(tmp_path / "rel"), "--src", str(tmp_path / "c.de"), "--tgt",
+           str(tmp_path / "c.en"), "--out", str(tmp_path / "out"), "--mode", "both",
+           "--max-len", "3", "--write-chains"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    rep = json.load(open(tmp_path / "out" / "report.json"))
+    assert rep["mode"] == "both" and list(rep["modes"]) == ["conservative", "greedy"]
+    assert "Gallé" in rep["attack_name"] and "lower bound" in rep["lower_bound"]
+    assert rep["scores"] == rep["modes"]["conservative"]["scores"]
+    c, g = (rep["modes"][m]["scores"] for m in ("conservative", "greedy"))
+    for side in ("src", "tgt", "pair"):
+        assert g[side]["rebuilt_exactly"] >= c[side]["rebuilt_exactly"]
+    assert g["tgt"]["ngrams_recovered_share"] >= c["tgt"]["ngrams_recovered_share"]
+    md = open(tmp_path / "out" / "report.md").read()
+    assert "lower bound" in md and "conservative: pair" in md and "greedy: pair" in md
+    for f in ("chains.de", "chains.en", "chains-greedy.de", "chains-greedy.en"):
+        assert os.path.exists(tmp_path / "out" / f)
+    bad = subprocess.run(cmd[:-4] + ["wild"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "invalid choice: 'wild'" in bad.stderr
+    assert "Traceback" not in bad.stderr

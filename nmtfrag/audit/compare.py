@@ -18,12 +18,14 @@ YAML file; a directory means its report.json):
         evaluate: eval/phrases-L4-tag
         reconstruction: audit/rel-L4       # `nmtfrag audit reconstruct`
         exposure: exposure/phrases-L4-tag
+        membership: mi/phrases-L4-tag      # `nmtfrag audit membership`
       - name: DP eps 8
         evaluate: eval/dp8
         privacy: models/dp8/privacy.json   # ε from total.epsilon (or give epsilon: 8)
 
 Output: report.json, report.md and privacy_utility.png (BLEU against canary exposure,
-and against the share of n-grams rebuilt from the release where there is one).
+against the share of n-grams rebuilt from the release where there is one, and against ε
+for the runs with a DP guarantee — DP fine-tuning or a DP release — with their frontier).
 """
 import os
 
@@ -35,6 +37,7 @@ REPORT_KINDS = {
     "evaluate": "nmtfrag-evaluation",
     "reconstruction": "nmtfrag-reconstruction-audit",
     "exposure": "nmtfrag-exposure-audit",
+    "membership": "nmtfrag-membership-audit",
 }
 
 
@@ -79,7 +82,7 @@ def read_runs(path):
             raise InputError(f"{path}: two runs are named {r['name']!r}")
         names.add(r["name"])
         unknown = set(r) - {"name", "approach", "evaluate", "reconstruction", "exposure",
-                            "privacy", "epsilon", "notes"}
+                            "membership", "privacy", "epsilon", "notes"}
         if unknown:
             raise InputError(f"{path}: run {r['name']!r} has unknown keys "
                              f"{', '.join(sorted(unknown))}")
@@ -92,7 +95,7 @@ def collect(spec, base):
     for r in spec["runs"]:
         name = r["name"]
         row = {"name": name, "approach": r.get("approach", ""), "notes": r.get("notes")}
-        for field in ("evaluate", "reconstruction", "exposure", "privacy"):
+        for field in ("evaluate", "reconstruction", "exposure", "membership", "privacy"):
             if r.get(field):
                 p = _resolve(base, r[field], field, name)
                 inputs[f"{name}/{field}"] = sha256_file(p)
@@ -117,6 +120,10 @@ def collect(spec, base):
                     }
                 elif field == "exposure":
                     row["exposure"] = rep["summary_by_repeats"]
+                elif field == "membership":
+                    row["membership"] = {"auc": rep["auc"],
+                                         "tpr_at_1pct_fpr": rep["tpr_at_1pct_fpr"],
+                                         "calibrated": "calibrated" in rep}
                 else:
                     tot = rep.get("total", rep)
                     if "epsilon" not in tot:
@@ -148,7 +155,7 @@ def plot(rows, path, title):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     panels = [
         (axes[0], lambda r: _leak(r)[0], "canary exposure, most-repeated canaries (bits)"),
         (axes[1], lambda r: 100 * r["reconstruction"]["tgt_ngrams_recovered_share"]
@@ -179,10 +186,49 @@ def plot(rows, path, title):
         if not n:
             ax.text(0.5, 0.5, "no run has both figures", ha="center", va="center",
                     transform=ax.transAxes)
+    _frontier_panel(axes[2], rows)
     fig.suptitle(f"{title}: privacy–utility (up-left is better)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def frontier(points):
+    """The (ε, BLEU) points no other point beats on both (lower ε, higher BLEU), by ε."""
+    best, out = float("-inf"), []
+    for eps, bleu in sorted(points, key=lambda p: (p[0], -p[1])):
+        if bleu > best:
+            out.append((eps, bleu))
+            best = bleu
+    return out
+
+
+def _frontier_panel(ax, rows):
+    """BLEU against ε for the runs with a guarantee; runs without one as lines (give
+    the baseline `epsilon: 0` in the YAML: it uses no client data)."""
+    dp = [(r["epsilon"], r["bleu"], r["name"]) for r in rows
+          if r.get("epsilon") is not None and r.get("bleu") is not None]
+    for eps, bleu, name in dp:
+        ax.scatter([eps], [bleu], s=40)
+        ax.annotate(name, (eps, bleu), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    if dp:
+        line = frontier([(e, b) for e, b, _ in dp])
+        ax.step([e for e, _ in line], [b for _, b in line], where="post", color="black",
+                linewidth=1, label="frontier")
+    for r in rows:
+        if r.get("epsilon") is None and r.get("bleu") is not None:
+            ax.axhline(r["bleu"], linestyle=":", linewidth=1, color="grey")
+            ax.annotate(f"{r['name']} (no ε)", (0, r["bleu"]), xycoords=(
+                "axes fraction", "data"), xytext=(3, 2), textcoords="offset points",
+                fontsize=7, color="grey")
+    ax.set_xlabel("ε (runs with a DP guarantee)")
+    ax.set_ylabel("BLEU")
+    ax.grid(alpha=0.3)
+    if not dp:
+        ax.text(0.5, 0.5, "no run has a DP guarantee", ha="center", va="center",
+                transform=ax.transAxes)
+    else:
+        ax.legend(fontsize=8, loc="lower right")
 
 
 def _f(x, fmt="{:.2f}"):
@@ -197,6 +243,7 @@ def render_markdown(title, rows):
     repeats = sorted({int(k) for r in rows for k in (r.get("exposure") or {})})
     head = ["run", "approach", "BLEU", "chrF", "ε"]
     head += [f"exposure r={k}" for k in repeats] + ["extracted (planted)"]
+    head += ["MI AUC", "MI TPR@1%FPR"]
     head += ["pairs rebuilt", "tgt n-grams rebuilt", "longest span (median)"]
     lines = [f"# Comparison: {title}", "", "| " + " | ".join(head) + " |",
              "|" + "---|" * len(head)]
@@ -209,13 +256,17 @@ def render_markdown(title, rows):
         cells = [r["name"], r.get("approach", ""), _f(r.get("bleu")), _f(r.get("chrf")),
                  _f(r.get("epsilon"), "{:.3g}")]
         cells += [_f(ex[str(k)]["exposure_mean"]) if str(k) in ex else "–" for k in repeats]
-        cells += [extracted, _pct(rec.get("pairs_rebuilt_share")),
+        mi = r.get("membership") or {}
+        cells += [extracted, _f(mi.get("auc"), "{:.3f}"), _f(mi.get("tpr_at_1pct_fpr"), "{:.3f}")]
+        cells += [_pct(rec.get("pairs_rebuilt_share")),
                   _pct(rec.get("tgt_ngrams_recovered_share")),
                   _f(rec.get("tgt_longest_span_median"), "{}")]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", "Exposure r=k: mean exposure (bits) of canaries planted k times (r=0: "
               "never planted, the reference); log2|R| is its ceiling. Extracted: planted "
-              "canaries whose secret beam search outputs verbatim. Pairs rebuilt: share of "
+              "canaries whose secret beam search outputs verbatim. MI: loss-threshold "
+              "membership inference on training vs held-out pairs (AUC 0.5 = chance; TPR "
+              "at 1% false positives). Pairs rebuilt: share of "
               "training sentence pairs the reconstruction attack rebuilds exactly from the "
               "release; n-grams: distinct target n-grams longer than max-len found in its "
               "chains. ε: (ε, δ)-DP of the training run where defined.",

@@ -31,6 +31,16 @@ kept). The algorithm (deterministic and independent of the release's line order)
 
 Fragments that join nothing are chains of one fragment. The output is a list of
 `Chain(src, tgt, fragments, support)` sorted by (tgt, src).
+
+That is the conservative mode: it joins only what the release justifies, so its figures
+are a floor. `mode="greedy"` guesses where the conservative mode stops, so that an audit
+can bracket what leaks: in step 3 disagreeing candidates are resolved by frequency (the
+continuation word carried by the most release lines; see `nmtfrag.audit.greedy`) instead of
+leaving the fragment unjoined, and in step 4 a best overlap seen from one side only is
+taken too when neither end is taken yet (longest overlap first; no cycle). Its output is
+the conservative chains plus the greedy ones, so it never rebuilds less; its false
+joins show in the audit's precision. Both modes keep `MAX_SCAN` and the source placement
+rules (a join needs a single consistent source placement).
 """
 import os
 from collections import Counter
@@ -40,6 +50,7 @@ from ..corpus import validate_parallel
 from ..errors import InputError
 from ..fileio import MANIFEST, read_json, sha256_file
 from ..release import TAG_CLOSE, TAG_OPEN
+from .greedy import most_frequent, one_sided_edges
 
 
 @dataclass(frozen=True)
@@ -201,7 +212,8 @@ class _Candidates:
         return seen
 
 
-def _best_neighbours(frags, index, lmax, min_overlap, right, progress=None):
+def _best_neighbours(frags, index, lmax, min_overlap, right, progress=None, mult=None,
+                     guessed=None):
     """For each fragment: (neighbour id, source offset of the neighbour, overlap) or None.
 
     The candidates at the longest overlap that has any (source-compatible) candidate
@@ -210,14 +222,19 @@ def _best_neighbours(frags, index, lmax, min_overlap, right, progress=None):
     neighbour undefined, whatever the order the candidates are seen in. More than
     MAX_SCAN candidates at one overlap is a repeat too common to resolve: undefined too
     (this keeps the attack near-linear in the release size).
+
+    Greedy mode (`mult` given: the fragments' multiplicities): a disagreement is resolved
+    by frequency instead (`greedy.most_frequent`), and the fragment's id is added to `guessed`.
     """
     out = [None] * len(frags)
     cands = _Candidates(frags, index)
+    greedy = mult is not None
     for a, (sa, ta) in enumerate(frags):
         la = len(ta)
         for o in range(min(la - 1, lmax - 1), min_overlap - 1, -1):
             key = ta[la - o:] if right else ta[:o]
             best, best_key, ref, pos, found, ok = None, None, None, None, False, True
+            compatible = []
             cand = cands.get(o, key, sa)
             if len(cand) > MAX_SCAN:
                 break  # e.g. "of the" after "der": treated as ambiguous, never resolved
@@ -228,12 +245,18 @@ def _best_neighbours(frags, index, lmax, min_overlap, right, progress=None):
                 d = _placement(sa, sb)
                 if d is None:
                     continue
+                if greedy:
+                    compatible.append((b, d))
+                    if not ok:
+                        continue
                 if not found:
                     found, ref, pos = True, tb, {}
                 # targets: all continue the same way from the overlap on
                 short, long_ = (tb, ref) if len(tb) <= len(ref) else (ref, tb)
                 if (long_[:len(short)] if right else long_[len(long_) - len(short):]) != short:
                     ok = False
+                    if greedy:
+                        continue
                     break
                 ref = long_
                 for k, tok in enumerate(sb):
@@ -241,6 +264,8 @@ def _best_neighbours(frags, index, lmax, min_overlap, right, progress=None):
                         ok = False
                         break
                 if not ok:
+                    if greedy:
+                        continue
                     break
                 k = (len(tb), len(sb), -b)
                 if best_key is None or k > best_key:
@@ -248,23 +273,33 @@ def _best_neighbours(frags, index, lmax, min_overlap, right, progress=None):
             if found:
                 if ok:
                     out[a] = best
+                elif greedy:
+                    out[a] = most_frequent(frags, mult, compatible, o, right)
+                    guessed.add(a)
                 break
         if progress is not None:
             progress.update(1)
     return out
 
 
-def reconstruct(pairs, min_overlap=None, show_progress=False):
+MODES = ("conservative", "greedy")
+
+
+def reconstruct(pairs, min_overlap=None, show_progress=False, mode="conservative"):
     """Chain the release's phrase pairs into the longest fragments they justify.
 
     `pairs`: iterable of (src_tokens, tgt_tokens) (tags already stripped).
     `min_overlap`: fewest target words two fragments must share to be chained; default
     2 (1 when no fragment is longer than 2 words): a single shared word pair, such as a
     sentence-final word that starts another sentence, is too weak to justify a join.
-    Returns (chains, stats).
+    `mode`: "conservative" (only mutual, unambiguous best overlaps) or "greedy" (see
+    `nmtfrag.audit.greedy`; its output also holds the conservative chains, so it never rebuilds
+    less). Returns (chains, stats).
     """
     from ..fileio import progress as make_progress
 
+    if mode not in MODES:
+        raise InputError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
     if min_overlap is not None and min_overlap < 1:
         raise InputError("--min-overlap must be at least 1")
     counts = Counter((tuple(s), tuple(t)) for s, t in pairs)
@@ -282,19 +317,62 @@ def reconstruct(pairs, min_overlap=None, show_progress=False):
     if min_overlap is None:
         min_overlap = 2 if lmax >= 3 else 1
 
+    greedy = mode == "greedy"
+    g_succ, g_pred = set(), set()
     bar = make_progress(total=2 * len(frags), desc="overlaps") if show_progress else None
     succ = _best_neighbours(frags, _build_index(frags, lmax, True), lmax, min_overlap,
-                            True, bar)
+                            True, bar, mult if greedy else None, g_succ)
     pred = _best_neighbours(frags, _build_index(frags, lmax, False), lmax, min_overlap,
-                            False, bar)
+                            False, bar, mult if greedy else None, g_pred)
     if bar is not None:
         bar.close()
-    nxt, has_prev = {}, set()
+    nxt = {}
     for a, s in enumerate(succ):
         if s is not None and pred[s[0]] is not None and pred[s[0]][0] == a:
             nxt[a] = s
-            has_prev.add(s[0])
+    chains_enc = _walk_all(frags, mult, nxt)
+    extra = {}
+    if greedy:
+        sure = {a: s for a, s in nxt.items() if a not in g_succ and s[0] not in g_pred}
+        extra = one_sided_edges(succ, pred, mult, nxt)
+        nxt.update(extra)
+        chains_enc = _walk_all(frags, mult, sure) + _walk_all(frags, mult, nxt)
 
+    src_words = sorted(src_vocab, key=src_vocab.get)
+    tgt_words = sorted(tgt_vocab, key=tgt_vocab.get)
+    chains = {}
+    for s, t, n, sup in chains_enc:
+        key = (tuple(src_words[i] for i in s), tuple(tgt_words[i] for i in t))
+        old = chains.get(key)
+        if old is None or (n, sup) > (old.fragments, old.support):
+            chains[key] = Chain(key[0], key[1], n, sup)
+    result = [chains[k] for k in sorted(chains, key=lambda k: (k[1], k[0]))]
+    stats = {
+        "mode": mode,
+        "pairs": sum(counts.values()),
+        "distinct_pairs": len(frags_all),
+        "widening_variants_collapsed": len(frags_all) - len(frags),
+        "fragments": len(frags),
+        "edges": len(nxt),
+        "chains": len(result),
+        "chains_longer_than_any_fragment": sum(1 for c in result if len(c.tgt) > lmax),
+        "longest_chain_tgt": max((len(c.tgt) for c in result), default=0),
+        "longest_chain_src": max((len(c.src) for c in result), default=0),
+        "min_overlap": min_overlap,
+    }
+    if greedy:
+        stats.update({"edges_unambiguous": len(sure),
+                      "ambiguous_overlaps_resolved_by_frequency": len(g_succ) + len(g_pred),
+                      "non_mutual_edges": len(extra)})
+    return result, stats
+
+
+def _walk_all(frags, mult, nxt):
+    """Merge the paths of the join graph `nxt` (a → (b, offset, overlap)) into chains:
+    targets by their overlaps, sources by the placements; a source conflict along a path
+    ends the chain there; a cycle is cut before its smallest fragment. Returns
+    (src, tgt, fragments, support) tuples of ids."""
+    has_prev = {b for b, _, _ in nxt.values()}
     chains_enc = []
     visited = [False] * len(frags)
 
@@ -332,26 +410,4 @@ def reconstruct(pairs, min_overlap=None, show_progress=False):
     for a in range(len(frags)):  # what is left lies on cycles
         if not visited[a]:
             walk(a)
-
-    src_words = sorted(src_vocab, key=src_vocab.get)
-    tgt_words = sorted(tgt_vocab, key=tgt_vocab.get)
-    chains = {}
-    for s, t, n, sup in chains_enc:
-        key = (tuple(src_words[i] for i in s), tuple(tgt_words[i] for i in t))
-        old = chains.get(key)
-        if old is None or (n, sup) > (old.fragments, old.support):
-            chains[key] = Chain(key[0], key[1], n, sup)
-    result = [chains[k] for k in sorted(chains, key=lambda k: (k[1], k[0]))]
-    stats = {
-        "pairs": sum(counts.values()),
-        "distinct_pairs": len(frags_all),
-        "widening_variants_collapsed": len(frags_all) - len(frags),
-        "fragments": len(frags),
-        "edges": len(nxt),
-        "chains": len(result),
-        "chains_longer_than_any_fragment": sum(1 for c in result if len(c.tgt) > lmax),
-        "longest_chain_tgt": max((len(c.tgt) for c in result), default=0),
-        "longest_chain_src": max((len(c.src) for c in result), default=0),
-        "min_overlap": min_overlap,
-    }
-    return result, stats
+    return chains_enc
