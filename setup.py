@@ -32,6 +32,8 @@ setup(
     ],
     extras_require={
         "test": ["pytest", "hypothesis", "dp-accounting"],
+        # `--engine ctranslate2` for evaluate/translate (nmtfrag/ct2_engine.py)
+        "ct2": ["ctranslate2==4.8.5"],
     },
     entry_points={"console_scripts": ["nmtfrag=nmtfrag.cli:main"]},
 )

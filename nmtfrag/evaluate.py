@@ -14,6 +14,9 @@ Text handling:
   Moses-detokenised before scoring, since SacreBLEU scores detokenised text with its
   own tokenisation; the report says so;
 - hypotheses are detokenised, with `<P>`/`</P>` removed.
+Decoding engine: fairseq (default, the reference) or CTranslate2 (`engine`, see
+nmtfrag.ct2_engine); the text handling above is the same code for both, and the report
+records the engine, its compute type and the translation time.
 Lengths "in tokens" are SacreBLEU's 13a tokens, the ones BLEU counts.
 """
 import os
@@ -149,7 +152,8 @@ def _load_baseline(baseline, ref_sha, n):
 def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en",
              tokenized=False, baseline=None, plot=False, first=None, beam=5,
              max_tokens=4000, batch_size=None, device="cpu", fp16=False, checkpoint=None,
-             bootstrap_samples=1000, overwrite=False, name=None, show_progress=False):
+             bootstrap_samples=1000, overwrite=False, name=None, show_progress=False,
+             engine="fairseq", compute_type=None, ct2_cache=None, threads=None):
     """Translate `src` with `model` (or take `hyp`), score against `ref`, write reports.
 
     Returns the report dict (also OUT/report.json).
@@ -158,6 +162,9 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
 
     if (model is None) == (hyp is None):
         raise InputError("give exactly one of --model (translate) or --hyp (score a file)")
+    if hyp is not None and (engine != "fairseq" or compute_type or ct2_cache):
+        raise InputError("--engine, --compute-type and --ct2-cache need --model "
+                         "(--hyp is scored as given)")
     src_lines, ref_lines = _read_lines(src), _read_lines(ref)
     if len(src_lines) != len(ref_lines):
         raise InputError(f"{src} has {len(src_lines)} lines but {ref} has "
@@ -173,14 +180,21 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
 
     settings = {}
     if model is not None:
-        from .generate import Translator
+        import time
 
-        tr = Translator(model, src_lang, tgt_lang, checkpoint=checkpoint, device=device,
-                        fp16=fp16, beam=beam, max_tokens=max_tokens, batch_size=batch_size)
+        from .generate import load_translator
+
+        tr = load_translator(model, engine, compute_type=compute_type,
+                             ct2_cache=ct2_cache, threads=threads, src_lang=src_lang,
+                             tgt_lang=tgt_lang, checkpoint=checkpoint, device=device,
+                             fp16=fp16, beam=beam, max_tokens=max_tokens,
+                             batch_size=batch_size)
+        t0 = time.perf_counter()
         hyps = tr.translate(src_lines, mode="moses" if tokenized else "raw",
                             show_progress=show_progress)
         settings = dict(tr.settings, truncated_sources=tr.truncated,
-                        model=tr.md.path)
+                        model=tr.md.path,
+                        translation_seconds=round(time.perf_counter() - t0, 2))
     else:
         hyps = _read_lines(hyp)
         if first:
@@ -213,7 +227,9 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
                    "src_lang": src_lang, "tgt_lang": tgt_lang, "generation": settings},
         "inputs_sha256": {"src": sha256_file(src), "ref": ref_sha,
                           **({"hyp": sha256_file(hyp)} if hyp else {})},
-        "tool_versions": tool_versions("sacrebleu", "fairseq-fixed", "torch", "sacremoses"),
+        "tool_versions": tool_versions("sacrebleu", "fairseq-fixed", "torch", "sacremoses",
+                                       *(["ctranslate2"] if settings.get("engine") ==
+                                         "ctranslate2" else [])),
     }
     if plot:
         plot_lengths(hyp_len, ref_len, os.path.join(out, "lengths.png"),
@@ -230,8 +246,16 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
 
 def render_markdown(report, base_report=None):
     s = report["scores"]
+    gen = report.get("params", {}).get("generation") or {}
+    engine = ""
+    if gen.get("engine"):
+        ct = gen.get("compute_type")
+        engine = (f" Translated with {gen['engine']}" + (f" ({ct})" if ct else "") +
+                  f", beam {gen.get('beam')}" +
+                  (f", in {gen['translation_seconds']} s" if "translation_seconds" in gen
+                   else "") + ".")
     lines = [f"# Evaluation: {report['name']}", "",
-             f"{s['sentences']} sentences; {report['reference_handling']}.", "",
+             f"{s['sentences']} sentences; {report['reference_handling']}.{engine}", "",
              "| BLEU | chrF | BP | ratio | hyp len | ref len | avg output tokens | "
              "avg reference tokens |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|",

@@ -10,64 +10,74 @@ required_batch_size_multiple=1)` + `task.inference_step` with fairseq's Sequence
 `decode` does. Every input line gets exactly one output line: ids are checked, a
 missing one is an internal error (exit 1), never a silently shorter file. Empty input
 lines give empty output lines.
+
+Engines: `Translator` decodes with fairseq (the default and the reference);
+`nmtfrag.ct2_engine.CT2Translator` decodes with CTranslate2. Both inherit everything but
+the decoding of one batch from `BaseTranslator`: BPE encoding, dictionary ids and
+truncation, fairseq's batching (so both engines see the same batches, and the per-batch
+maximum output length is the same), the one-line-per-input check and decoding back to
+text. `load_translator` picks one.
 """
 import os
 
 from .errors import InputError
 
+ENGINES = ("fairseq", "ctranslate2")
 
-class Translator:
-    """A loaded model dir (one checkpoint or an ensemble) ready to translate batches."""
 
-    def __init__(self, model_dir, src_lang="de", tgt_lang="en", checkpoint=None,
-                 device="cpu", fp16=False, beam=5, lenpen=1.0, max_len_a=1.2,
-                 max_len_b=10, max_tokens=4000, batch_size=None):
-        os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-        import torch
-        from fairseq import checkpoint_utils, utils
-        from fairseq.dataclass.configs import GenerationConfig
+def load_translator(model_dir, engine="fairseq", *, compute_type=None, ct2_cache=None,
+                    threads=None, **kwargs):
+    """A Translator for `engine`; `kwargs` are Translator's (beam, max_tokens, …).
 
-        from .binarize import fairseq_log_level
+    `compute_type`, `ct2_cache` and `threads` are CTranslate2 settings (threads: its
+    intra-op threads; default torch's thread count); giving the first two to the fairseq
+    engine is a usage error.
+    """
+    if engine == "fairseq":
+        if compute_type is not None:
+            raise InputError("--compute-type applies to --engine ctranslate2 only "
+                             "(fairseq: --fp16 on cuda)")
+        if ct2_cache is not None:
+            raise InputError("--ct2-cache applies to --engine ctranslate2 only")
+        return Translator(model_dir, **kwargs)
+    if engine == "ctranslate2":
+        from .ct2_engine import CT2Translator
+
+        return CT2Translator(model_dir, compute_type=compute_type or "float32",
+                             cache_dir=ct2_cache, threads=threads, **kwargs)
+    raise InputError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
+
+
+class BaseTranslator:
+    """The engine-independent part of translation; subclasses set the attributes listed
+    in `_init_pipeline` and implement `_generate(sample)`."""
+
+    engine = None
+
+    def _init_pipeline(self, md, task, max_positions, max_tokens, batch_size):
         from .bpe import BPE
-        from .model_dir import validate_model_dir
 
-        if device == "cuda" and not torch.cuda.is_available():
-            raise InputError("--device cuda but torch sees no CUDA device")
-        self.md = validate_model_dir(model_dir, src_lang, tgt_lang, checkpoint)
-        self.src_lang, self.tgt_lang = src_lang, tgt_lang
-        with fairseq_log_level():
-            models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-                self.md.checkpoints,
-                arg_overrides={"data": self.md.path, "source_lang": src_lang,
-                               "target_lang": tgt_lang})
-        self.device = torch.device("cuda" if device == "cuda" else "cpu")
-        for m in models:
-            m.eval()
-            if fp16 and device == "cuda":
-                m.half()
-            m.to(self.device)
-        self.models, self.task = models, task
+        self.md, self.task = md, task
+        self.src_lang, self.tgt_lang = md.src_lang, md.tgt_lang
         self.src_dict, self.tgt_dict = task.source_dictionary, task.target_dictionary
-        self.max_positions = utils.resolve_max_positions(
-            task.max_positions(), *[m.max_positions() for m in models])
-        gen_cfg = GenerationConfig(beam=beam, lenpen=lenpen, max_len_a=max_len_a,
-                                   max_len_b=max_len_b)
-        self.generator = task.build_generator(models, gen_cfg)
-        self.bpe = BPE(self.md.bpecodes)
+        self.max_positions = max_positions
+        self.bpe = BPE(md.bpecodes)
         self.max_tokens, self.batch_size = max_tokens, batch_size
-        self.settings = {"beam": beam, "lenpen": lenpen, "max_len_a": max_len_a,
-                         "max_len_b": max_len_b, "max_tokens": max_tokens,
-                         "batch_size": batch_size, "device": device, "fp16": fp16,
-                         "checkpoints": [os.path.basename(c) for c in self.md.checkpoints]}
         self.truncated = 0
+
+    def _generate(self, sample):
+        """Best hypothesis (target subword string, tags kept) for each row of a fairseq
+        batch (`sample["id"]` order)."""
+        raise NotImplementedError
 
     def encode(self, lines, mode="raw"):
         """Subword strings of source lines (see nmtfrag.bpe for `mode`)."""
         sub, _ = self.bpe.encode_lines(lines, self.src_lang, mode, keep_tags=True)
         return sub
 
-    def translate_subwords(self, sub_lines, progress=None):
-        """Best hypothesis (subword string, tags kept) for each subword source line."""
+    def batches(self, sub_lines):
+        """(fairseq batches, line index of each dataset id, results with empty lines
+        filled in): every engine translates exactly these batches."""
         import torch
 
         max_src = self.max_positions[0] if isinstance(self.max_positions, tuple) \
@@ -85,29 +95,34 @@ class Translator:
                 self.truncated += 1
             tokens.append(t)
             index.append(i)
-        if tokens:
-            dataset = self.task.build_dataset_for_inference(tokens,
-                                                            [t.numel() for t in tokens])
-            itr = self.task.get_batch_iterator(
-                dataset=dataset, max_tokens=self.max_tokens, max_sentences=self.batch_size,
-                max_positions=self.max_positions, ignore_invalid_inputs=False,
-                required_batch_size_multiple=1, disable_iterator_cache=True,
-            ).next_epoch_itr(shuffle=False)
-            done = 0
-            for sample in itr:
-                sample = _to_device(sample, self.device)
-                with torch.no_grad():
-                    hypos = self.task.inference_step(self.generator, self.models, sample)
-                for j, sid in enumerate(sample["id"].tolist()):
-                    out = self.tgt_dict.string(hypos[j][0]["tokens"].int().cpu())
-                    results[index[sid]] = out
-                done += len(sample["id"])
-                if progress is not None:
-                    progress.update(len(sample["id"]))
+        if not tokens:
+            return [], index, results
+        dataset = self.task.build_dataset_for_inference(tokens, [t.numel() for t in tokens])
+        itr = self.task.get_batch_iterator(
+            dataset=dataset, max_tokens=self.max_tokens, max_sentences=self.batch_size,
+            max_positions=self.max_positions, ignore_invalid_inputs=False,
+            required_batch_size_multiple=1, disable_iterator_cache=True,
+        ).next_epoch_itr(shuffle=False)
+        return itr, index, results
+
+    def translate_subwords(self, sub_lines, progress=None):
+        """Best hypothesis (subword string, tags kept) for each subword source line."""
+        itr, index, results = self.batches(sub_lines)
+        for sample in itr:
+            ids = sample["id"].tolist()
+            outs = self._generate(sample)
+            if len(outs) != len(ids):
+                raise RuntimeError(f"{self.engine} returned {len(outs)} hypotheses for a "
+                                   f"batch of {len(ids)} sentences")
+            for sid, out in zip(ids, outs):
+                results[index[sid]] = out
+            if progress is not None:
+                progress.update(len(ids))
         missing = [i + 1 for i, r in enumerate(results) if r is None]
         if missing:
-            raise RuntimeError(f"fairseq generation returned no output for {len(missing)} "
-                               f"of {len(results)} lines (first: line {missing[0]})")
+            raise RuntimeError(f"{self.engine} generation returned no output for "
+                               f"{len(missing)} of {len(results)} lines "
+                               f"(first: line {missing[0]})")
         return results
 
     def decode(self, sub_line):
@@ -121,7 +136,8 @@ class Translator:
         """Detokenised translations, one per input line (checked)."""
         from .fileio import progress
 
-        bar = progress(total=len(lines), desc="translate") if show_progress else None
+        bar = progress(total=len(lines), desc=f"translate ({self.engine})") \
+            if show_progress else None
         try:
             subs = self.translate_subwords(self.encode(lines, mode), bar)
         finally:
@@ -131,6 +147,61 @@ class Translator:
         if len(outs) != len(lines):
             raise RuntimeError(f"{len(lines)} input lines but {len(outs)} translations")
         return outs
+
+
+class Translator(BaseTranslator):
+    """A loaded model dir (one checkpoint or an ensemble) ready to translate batches
+    with fairseq's SequenceGenerator."""
+
+    engine = "fairseq"
+
+    def __init__(self, model_dir, src_lang="de", tgt_lang="en", checkpoint=None,
+                 device="cpu", fp16=False, beam=5, lenpen=1.0, max_len_a=1.2,
+                 max_len_b=10, max_tokens=4000, batch_size=None):
+        os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+        import torch
+        from fairseq import checkpoint_utils, utils
+        from fairseq.dataclass.configs import GenerationConfig
+
+        from .binarize import fairseq_log_level
+        from .model_dir import validate_model_dir
+
+        if device == "cuda" and not torch.cuda.is_available():
+            raise InputError("--device cuda but torch sees no CUDA device")
+        md = validate_model_dir(model_dir, src_lang, tgt_lang, checkpoint)
+        with fairseq_log_level():
+            models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+                md.checkpoints,
+                arg_overrides={"data": md.path, "source_lang": src_lang,
+                               "target_lang": tgt_lang})
+        self.device = torch.device("cuda" if device == "cuda" else "cpu")
+        for m in models:
+            m.eval()
+            if fp16 and device == "cuda":
+                m.half()
+            m.to(self.device)
+        self.models = models
+        self._init_pipeline(md, task, utils.resolve_max_positions(
+            task.max_positions(), *[m.max_positions() for m in models]),
+            max_tokens, batch_size)
+        gen_cfg = GenerationConfig(beam=beam, lenpen=lenpen, max_len_a=max_len_a,
+                                   max_len_b=max_len_b)
+        self.generator = task.build_generator(models, gen_cfg)
+        self.settings = {"engine": self.engine,
+                         "compute_type": "float16" if fp16 and device == "cuda"
+                         else "float32",
+                         "beam": beam, "lenpen": lenpen, "max_len_a": max_len_a,
+                         "max_len_b": max_len_b, "max_tokens": max_tokens,
+                         "batch_size": batch_size, "device": device, "fp16": fp16,
+                         "checkpoints": [os.path.basename(c) for c in md.checkpoints]}
+
+    def _generate(self, sample):
+        import torch
+
+        sample = _to_device(sample, self.device)
+        with torch.no_grad():
+            hypos = self.task.inference_step(self.generator, self.models, sample)
+        return [self.tgt_dict.string(h[0]["tokens"].int().cpu()) for h in hypos]
 
 
 def _to_device(sample, device):

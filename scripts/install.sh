@@ -13,5 +13,7 @@ TORCH_VERSION=${TORCH_VERSION:-2.13.0}
 
 $PY -m pip install --quiet "torch==${TORCH_VERSION}" "cython>=3" numpy wheel setuptools
 $PY -m pip install --quiet --no-build-isolation "fairseq-fixed==0.12.3.1" "fastbpe==0.1.0"
-$PY -m pip install --quiet --no-build-isolation -e ".[test]"
-$PY -c "import fairseq, fastBPE, eflomal, sacremoses, sacrebleu, opacus; print('nmtfrag: dependencies import fine')"
+# ct2: the optional CTranslate2 engine (`--engine ctranslate2`); installed here so the
+# test suite compares it with fairseq instead of skipping that comparison.
+$PY -m pip install --quiet --no-build-isolation -e ".[test,ct2]"
+$PY -c "import fairseq, fastBPE, eflomal, sacremoses, sacrebleu, opacus, ctranslate2; print('nmtfrag: dependencies import fine')"

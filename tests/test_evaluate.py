@@ -51,6 +51,18 @@ def test_scores_match_sacrebleu_directly(tiny_model_dir, testset, tmp_path):
     assert f"{s['bleu']:.2f}" in md and "signature" in md
     on_disk = json.load(open(os.path.join(out, "report.json")))
     assert on_disk["scores"]["bleu"] == s["bleu"]
+    gen = on_disk["params"]["generation"]
+    assert gen["engine"] == "fairseq" and gen["compute_type"] == "float32"
+    assert "Translated with fairseq (float32), beam 5" in md
+
+
+def test_engine_options_need_a_model(testset, tmp_path):
+    from nmtfrag.errors import InputError
+
+    src, ref = testset
+    with pytest.raises(InputError, match="need --model"):
+        evaluate(str(tmp_path / "e"), src=src, ref=ref, hyp=ref, engine="ctranslate2")
+    assert not os.path.exists(tmp_path / "e")
 
 
 def test_tokenized_reference_is_detokenised_first(tiny_model_dir, testset, tmp_path):

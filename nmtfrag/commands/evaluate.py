@@ -8,14 +8,20 @@ average output vs reference length in tokens (Kim et al. 2021, Figure 3). With
 bootstrap resampling against it. With --tokenized, SRC and REF are Moses-tokenised
 (like ../shared/data/indomain): the reference is detokenised before scoring, and the
 report says so. Writes OUT/hyp.txt, OUT/report.json, OUT/report.md (and
-OUT/lengths.png with --plot).
+OUT/lengths.png with --plot). With --engine ctranslate2 the model is converted once
+(cached, see --ct2-cache) and decoded with CTranslate2; the report records the engine,
+the compute type and the translation time.
 
 examples:
   nmtfrag evaluate --model adapted/ --src test.de --ref test.en --out eval/
   nmtfrag evaluate --model adapted/ --src test.de --ref test.en --tokenized \\
       --out eval_ft/ --baseline eval_base/ --plot
   nmtfrag evaluate --hyp output.txt --src test.de --ref test.en --out eval/
+  nmtfrag evaluate --model adapted/ --src test.de --ref test.en --out eval_ct2/ \\
+      --engine ctranslate2 --compute-type int8 --threads 2
 """
+from ._engine import add_engine_arguments
+
 HELP = "translate a test set and report SacreBLEU, chrF, lengths, significance"
 
 
@@ -55,7 +61,9 @@ def add_arguments(p):
     g.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="default: cuda if available, else cpu")
     g.add_argument("--fp16", action="store_true")
-    g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    g.add_argument("--threads", type=int, default=None,
+                   help="CPU threads (torch; and ctranslate2's, default torch's count)")
+    add_engine_arguments(g)
 
 
 def run(args):
@@ -78,7 +86,9 @@ def run(args):
                    max_tokens=args.max_tokens, batch_size=args.batch_size,
                    device=device or "cpu", fp16=args.fp16, checkpoint=args.checkpoint,
                    bootstrap_samples=args.bootstrap_samples, overwrite=args.overwrite,
-                   name=args.name, show_progress=True)
+                   name=args.name, show_progress=True, engine=args.engine,
+                   compute_type=args.compute_type, ct2_cache=args.ct2_cache,
+                   threads=args.threads)
     s = rep["scores"]
     print(f"BLEU {s['bleu']:.2f}  chrF {s['chrf']:.2f}  BP {s['brevity_penalty']:.3f}  "
           f"ratio {s['length_ratio']}  avg len {s['avg_output_tokens']} / "

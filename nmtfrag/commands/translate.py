@@ -1,11 +1,17 @@
 """Translate text from stdin (or --input) to stdout with a model directory.
 
 One output line per input line, in order (checked). Input is raw text unless
---tokenized (Moses-tokenised, not escaped). Batched through fairseq's generation.
+--tokenized (Moses-tokenised, not escaped). Batched through fairseq's generation, or
+with --engine ctranslate2 through CTranslate2 (the model is converted once and cached,
+see --ct2-cache). A progress bar shows on a terminal (stderr).
 
-example:
+examples:
   echo "Das Haus ist klein." | nmtfrag translate --model wmt19.de-en/
+  nmtfrag translate --model adapted/ --input test.de --engine ctranslate2 \\
+      --compute-type int8 --threads 2 > test.hyp
 """
+from ._engine import add_engine_arguments
+
 HELP = "translate stdin to stdout with a model directory (ad-hoc use)"
 
 
@@ -19,19 +25,23 @@ def add_arguments(p):
     p.add_argument("--tgt-lang", default="en", metavar="LANG")
     p.add_argument("--tokenized", action="store_true",
                    help="input is Moses-tokenised (not escaped)")
-    p.add_argument("--beam", type=int, default=5)
-    p.add_argument("--max-tokens", type=int, default=4000)
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None)
-    p.add_argument("--fp16", action="store_true")
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--beam", type=int, default=5, help="beam size (default 5)")
+    p.add_argument("--max-tokens", type=int, default=4000,
+                   help="source tokens per batch (default 4000)")
+    p.add_argument("--batch-size", type=int, default=None, help="sentences per batch")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help="default: cuda if available, else cpu")
+    p.add_argument("--fp16", action="store_true", help="fairseq on cuda: half precision")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads (torch; and ctranslate2's, default torch's count)")
+    add_engine_arguments(p)
 
 
 def run(args):
     import sys
 
     from ..errors import InputError
-    from ..generate import Translator
+    from ..generate import load_translator
 
     if args.input:
         from ..evaluate import _read_lines
@@ -52,10 +62,14 @@ def run(args):
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.threads:
         torch.set_num_threads(args.threads)
-    tr = Translator(args.model, args.src_lang, args.tgt_lang, checkpoint=args.checkpoint,
-                    device=device, fp16=args.fp16, beam=args.beam,
-                    max_tokens=args.max_tokens, batch_size=args.batch_size)
-    outs = tr.translate(lines, mode="moses" if args.tokenized else "raw")
+    tr = load_translator(args.model, args.engine, compute_type=args.compute_type,
+                         ct2_cache=args.ct2_cache, threads=args.threads,
+                         src_lang=args.src_lang, tgt_lang=args.tgt_lang,
+                         checkpoint=args.checkpoint, device=device, fp16=args.fp16,
+                         beam=args.beam, max_tokens=args.max_tokens,
+                         batch_size=args.batch_size)
+    outs = tr.translate(lines, mode="moses" if args.tokenized else "raw",
+                        show_progress=True)
     sys.stdout.write("".join(o + "\n" for o in outs))
     sys.stdout.flush()
     return 0

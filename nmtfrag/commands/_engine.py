@@ -1,0 +1,20 @@
+"""The decoding-engine options shared by `evaluate` and `translate`."""
+from ..ct2_engine import COMPUTE_TYPES  # light modules: no torch, fairseq or ctranslate2
+from ..generate import ENGINES
+
+
+def add_engine_arguments(g):
+    g.add_argument("--engine", choices=ENGINES, default="fairseq",
+                   help="decoder: fairseq (default; the reference) or ctranslate2 (faster "
+                        "on CPU, needs `pip install 'nmtfrag[ct2]'`; one checkpoint, no "
+                        "ensembles). Tokenisation, BPE, batches, beam search settings, "
+                        "length limits and detokenisation are the same code for both; in "
+                        "float32 the output matches fairseq's")
+    g.add_argument("--compute-type", choices=COMPUTE_TYPES, default=None,
+                   help="ctranslate2 only: float32 (default) or int8 (weights quantised "
+                        "when the model is loaded: faster, output can differ slightly)")
+    g.add_argument("--ct2-cache", metavar="DIR", default=None,
+                   help="ctranslate2 only: where the converted model is kept (default: "
+                        "MODEL/.ct2-cache/; needed when the model directory is not "
+                        "writable). Converted once per checkpoint: a changed checkpoint "
+                        "(by its SHA-256) is converted again")
