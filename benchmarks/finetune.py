@@ -19,8 +19,8 @@ Target: ours / fairseq ≥ 0.95.
 usage: python3 benchmarks/finetune.py [--model DIR] [--src F --tgt F --valid-src F
        --valid-tgt F] [--pretokenized] [--updates 10] [--max-tokens 1024] [--reps 2]
        [--threads 1]
-Without data arguments it uses EMEA from /work/shared/data/indomain and the shared small
-model; `--tiny` uses a tiny model and synthetic data built on the fly (seconds).
+--model and the data files are required unless `--tiny`, which uses a tiny model and
+synthetic data built on the fly (seconds).
 """
 import argparse
 import json
@@ -65,12 +65,11 @@ def summary(log_text):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="/work/shared/models/generic-deen-small")
-    d = "/work/shared/data/indomain/EMEA"
-    ap.add_argument("--src", default=f"{d}/train.de")
-    ap.add_argument("--tgt", default=f"{d}/train.en")
-    ap.add_argument("--valid-src", default=f"{d}/valid.de")
-    ap.add_argument("--valid-tgt", default=f"{d}/valid.en")
+    ap.add_argument("--model", help="WMT19-layout model dir (e.g. generic-deen-small)")
+    ap.add_argument("--src", help="training source (e.g. EMEA train.de)")
+    ap.add_argument("--tgt", help="training target")
+    ap.add_argument("--valid-src")
+    ap.add_argument("--valid-tgt")
     ap.add_argument("--pretokenized", action="store_true", default=True)
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--updates", type=int, default=10)
@@ -79,6 +78,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--work", default=None, help="scratch dir (default: a temp dir)")
     a = ap.parse_args()
+    if not a.tiny and not all([a.model, a.src, a.tgt, a.valid_src, a.valid_tgt]):
+        ap.error("give --model, --src, --tgt, --valid-src and --valid-tgt (or --tiny)")
 
     import torch
 

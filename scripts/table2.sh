@@ -6,13 +6,13 @@
 #
 # usage: scripts/table2.sh DOMAIN [DOMAIN …]        e.g. scripts/table2.sh EMEA GNOME
 #
-# Parameters (environment variables; defaults run the small shared model on CPU):
-#   MODEL        model dir in the WMT19 layout   (/work/shared/models/generic-deen-small;
+# Parameters (environment variables; MODEL and DATA_ROOT are required):
+#   MODEL        model dir in the WMT19 layout   (e.g. ../shared/models/generic-deen-medium;
 #                the real one: wmt19.de-en/ with CHECKPOINT=model1.pt, DEVICE=cuda)
 #   CHECKPOINT   checkpoint in MODEL to start from (default: model.pt, else model1.pt)
-#   DATA_ROOT    parent of DOMAIN/{train,valid,test}.{de,en}  (/work/shared/data/indomain)
+#   DATA_ROOT    parent of DOMAIN/{train,valid,test}.{de,en}  (e.g. ../shared/data/indomain)
 #   PRETOKENIZED 1 if the data is Moses-tokenised (default 1, as ../shared/data/indomain)
-#   RUNS         where every output goes                      (/work/runs/table2)
+#   RUNS         where every output goes                      (runs/table2)
 #   UPDATES      update budget of every fine-tuning cell       (24)
 #   MAX_TOKENS   tokens per batch                               (2048)
 #   VALIDATE_EVERY validation/checkpoint interval in updates    (UPDATES/2)
@@ -29,9 +29,12 @@ if [ $# -lt 1 ]; then
   exit 2
 fi
 
-MODEL=${MODEL:-/work/shared/models/generic-deen-small}
-DATA_ROOT=${DATA_ROOT:-/work/shared/data/indomain}
-RUNS=${RUNS:-/work/runs/table2}
+if [ -z "${MODEL:-}" ] || [ -z "${DATA_ROOT:-}" ]; then
+  echo "error: set MODEL (a WMT19-layout model dir) and DATA_ROOT (parent of DOMAIN/), e.g." >&2
+  echo "  MODEL=../shared/models/generic-deen-medium DATA_ROOT=../shared/data/indomain $0 $*" >&2
+  exit 2
+fi
+RUNS=${RUNS:-runs/table2}
 UPDATES=${UPDATES:-24}
 MAX_TOKENS=${MAX_TOKENS:-2048}
 VALIDATE_EVERY=${VALIDATE_EVERY:-$(( UPDATES / 2 > 0 ? UPDATES / 2 : 1 ))}
@@ -83,7 +86,7 @@ run_domain() {
       log "$D: extract $cfg"
       nmtfrag extract --src "$data/train.de" --tgt "$data/train.en" --out "$out/rel-$cfg" \
         --max-len "$ml" --sample-rate "$SAMPLE_RATE" "${tagopt[@]}" --seed "$SEED" \
-        "${pretok[@]}" --alignments "$first_rel/corpus.align" --overwrite
+        "${pretok[@]}" --alignments "$first_rel/owner/corpus.align" --overwrite
     fi
   done
 
