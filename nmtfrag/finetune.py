@@ -32,8 +32,8 @@ import sys
 import time
 
 from .errors import InputError
-from .fileio import (MANIFEST, prepare_output_dir, read_json, sha256_file, tool_versions,
-                     write_json)
+from .fileio import (MANIFEST, atomic_writer, prepare_output_dir, read_json, sha256_file,
+                     tool_versions, write_json)
 
 PAPER_DEFAULTS = {
     "lr": 0.000175, "weight_decay": 0.0001, "dropout": 0.2, "label_smoothing": 0.1,
@@ -257,9 +257,38 @@ def _setup_console_logging(quiet):
 def run_fairseq_train(cfg):
     """fairseq-train's main on a parsed cfg (spawns one process per GPU when needed)."""
     from fairseq.distributed import utils as distributed_utils
+
+    distributed_utils.call_main(cfg, train_main_with_atomic_copies)
+
+
+def train_main_with_atomic_copies(cfg, **kwargs):
+    """fairseq_cli.train.main, with checkpoint copies made atomic.
+
+    Why: fairseq saves a checkpoint once (atomically) and then `PathManager.copy`s it to
+    the other names, checkpoint_last.pt included, with a plain `shutil.copyfile` that
+    truncates and rewrites the file in place at every save. A run killed during that copy
+    leaves a truncated checkpoint_last.pt, and `--resume` cannot continue. Module-level,
+    so fairseq's spawned GPU workers import it and get the same fix.
+    """
+    from fairseq.file_io import PathManager
     from fairseq_cli import train as fs_train
 
-    distributed_utils.call_main(cfg, fs_train.main)
+    plain_copy = PathManager.__dict__["copy"]
+    PathManager.copy = staticmethod(atomic_copy)
+    try:
+        return fs_train.main(cfg, **kwargs)
+    finally:
+        PathManager.copy = plain_copy
+
+
+def atomic_copy(src_path, dst_path, overwrite=False):
+    """Copy to a temp file beside `dst_path`, then rename: a reader (or a kill) sees the
+    old file or the new one, never half of it. Signature of fairseq's PathManager.copy."""
+    if os.path.exists(dst_path) and not overwrite:
+        return False
+    with open(src_path, "rb") as src, atomic_writer(dst_path, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    return True
 
 
 def validation_loss(bin_dir, ckpt, *, src_lang, tgt_lang, max_tokens, device,

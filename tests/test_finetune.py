@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from nmtfrag.errors import InputError
-from nmtfrag.finetune import finetune
+from nmtfrag import finetune as finetune_module
+from nmtfrag.finetune import atomic_copy, finetune
 from nmtfrag.model_dir import dict_symbols, load_state, validate_model_dir
 from tinymodel import make_corpus, write_parallel
 
@@ -104,6 +105,54 @@ def test_finetuning_lowers_validation_loss(tiny_model_dir, data, tmp_path):
 
 def _cli(*args):
     return [sys.executable, "-m", "nmtfrag", "finetune", *args]
+
+
+def _copy_dies_half_way(copy, monkeypatch, tmp_path):
+    """Run `copy` over an existing checkpoint_last.pt with a write that dies after the
+    first chunk (a kill during the copy); return what checkpoint_last.pt then holds."""
+    import shutil
+
+    src, dst = tmp_path / "checkpoint_3_30.pt", tmp_path / "checkpoint_last.pt"
+    src.write_bytes(b"N" * (3 << 20))
+    dst.write_bytes(b"old complete checkpoint")
+    real = shutil.copyfileobj
+
+    def dying(fsrc, fdst, length=0):
+        fdst.write(fsrc.read(1 << 20))
+        fdst.flush()
+        raise KeyboardInterrupt("killed during the copy")
+
+    monkeypatch.setattr(shutil, "copyfileobj", dying)
+    monkeypatch.setattr(shutil, "copyfile", lambda s, d: dying(open(s, "rb"), open(d, "wb")))
+    with pytest.raises(KeyboardInterrupt):
+        copy(str(src), str(dst), True)
+    monkeypatch.setattr(shutil, "copyfileobj", real)
+    return dst.read_bytes(), sorted(p.name for p in tmp_path.iterdir())
+
+
+def test_checkpoint_copy_killed_half_way_keeps_the_last_complete_file(monkeypatch, tmp_path):
+    # fairseq's own copy (shutil.copyfile) leaves a truncated checkpoint_last.pt ...
+    from fairseq.file_io import PathManager
+
+    (tmp_path / "fairseq").mkdir()
+    torn, _ = _copy_dies_half_way(PathManager.copy, monkeypatch, tmp_path / "fairseq")
+    assert torn == b"N" * (1 << 20)
+    # ... ours leaves the previous complete one, and no temp file
+    (tmp_path / "ours").mkdir()
+    kept, names = _copy_dies_half_way(atomic_copy, monkeypatch, tmp_path / "ours")
+    assert kept == b"old complete checkpoint"
+    assert names == ["checkpoint_3_30.pt", "checkpoint_last.pt"]
+
+
+def test_training_uses_the_atomic_copy_and_restores_fairseqs(monkeypatch):
+    from fairseq.file_io import PathManager
+    from fairseq_cli import train as fs_train
+
+    seen = []
+    monkeypatch.setattr(fs_train, "main", lambda cfg, **kw: seen.append(PathManager.copy))
+    before = PathManager.copy
+    finetune_module.train_main_with_atomic_copies(object())
+    assert seen == [atomic_copy] and PathManager.copy is before
 
 
 def test_resume_after_kill_continues_from_checkpoint(tiny_model_dir, data, tmp_path):
