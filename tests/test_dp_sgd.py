@@ -53,10 +53,10 @@ def _reference_grads(model, ds, ids, ls=0.1):
     return ref
 
 
-def test_per_example_gradients_equal_single_example_loop(tiny):
-    model, ds = copy.deepcopy(tiny[0]), tiny[1]
+def check_per_example_grads(model, ds, ids):
+    """Assert opacus' per-example gradients of every trained parameter of `model` equal
+    a loop of single-example backward passes; return the trained parameter names."""
     model.train()
-    ids = list(range(9))
     batch = ds.collater([ds[i] for i in ids])
     assert batch["id"].tolist() != ids  # the collater re-sorts: we must match by id
     ref = _reference_grads(model, ds, ids)
@@ -79,6 +79,12 @@ def test_per_example_gradients_equal_single_example_loop(tiny):
             assert rel <= 1e-4, (name, i, rel)
             checked += 1
     assert checked == len(names) * len(ids)
+    gsm._close()
+    return names
+
+
+def test_per_example_gradients_equal_single_example_loop(tiny):
+    names = check_per_example_grads(copy.deepcopy(tiny[0]), tiny[1], list(range(9)))
     # the shared embedding matrix (encoder, decoder, output projection) is among them
     assert "encoder.embed_tokens.weight" in names
 

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from ..errors import InputError
+from ..lora import LoRALinear
 
 SUPPORTED = (nn.Linear, nn.Embedding, nn.LayerNorm)
 _TIME_FIRST_PREFIXES = ("encoder.layers.", "decoder.layers.", "encoder.layer_norm",
@@ -59,7 +60,8 @@ def prepare_model(model):
             module._set_skip_embed_dim_check()            # fix 2
             if type(module.q_proj) is nn.Linear:
                 module.q_proj.__class__ = CopyOutputLinear  # fix 1
-            elif not isinstance(module.q_proj, CopyOutputLinear):
+            elif not isinstance(module.q_proj, (CopyOutputLinear, LoRALinear)):
+                # (a LoRALinear returns a fresh sum, which may be modified in place)
                 raise InputError(f"DP: {name}.q_proj is a {type(module.q_proj).__name__} "
                                  "(quantisation noise?), which DP-SGD does not support")
         own = [p for p in module.parameters(recurse=False) if p.requires_grad]

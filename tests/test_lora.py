@@ -1,0 +1,113 @@
+"""LoRA adapters and trained-parameter sets on a tiny fairseq Transformer: the merged
+model equals the adapter model, a pretrained checkpoint loads into an adapted model,
+per-example gradients of adapters (and of biases) are exact, each set trains what it
+says."""
+import copy
+
+import pytest
+import torch
+
+from nmtfrag import lora, trainable
+from test_dp_sgd import check_per_example_grads, tiny  # noqa: F401 (fixture)
+
+torch.set_num_threads(1)
+
+
+def _outputs(model, ds, ids=range(12)):
+    batch = ds.collater([ds[i] for i in ids])
+    with torch.no_grad():
+        return model(**batch["net_input"])[0]
+
+
+def _adapted(model, rank=4, alpha=8.0, modules=lora.DEFAULT_MODULES, seed=3):
+    """A copy of `model` with adapters whose B is random (not the zero start), so that
+    the adapters change the outputs."""
+    m = copy.deepcopy(model)
+    names = lora.add_lora(m, rank, alpha, modules, seed=seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, lora.LoRALinear):
+                mod.lora_B.weight.normal_(0.0, 0.3, generator=gen)
+    return m, names
+
+
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_merged_model_gives_the_adapter_models_outputs(tiny, mode):
+    base, ds = tiny
+    adapted, names = _adapted(base)
+    # every attention projection and FFN matrix of every layer got an adapter
+    assert len(names) == sum(1 for n, _ in base.named_modules()
+                             if n.rsplit(".", 1)[-1] in {"q_proj", "k_proj", "v_proj",
+                                                         "out_proj", "fc1", "fc2"})
+    plain = copy.deepcopy(base)
+    merged = lora.merge_state(adapted.state_dict(), scaling=8.0 / 4)
+    assert not lora.has_adapters(merged)
+    plain.load_state_dict(merged, strict=True)  # an ordinary checkpoint again
+    for m in (adapted, plain, base):
+        getattr(m, mode)()
+    got, want, before = _outputs(plain, ds), _outputs(adapted, ds), _outputs(base, ds)
+    assert not torch.allclose(want, before, atol=1e-3)  # the adapters do change outputs
+    assert torch.allclose(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_attention_fast_path_does_not_skip_the_adapters(tiny):
+    # adapters on q,v only: if fairseq's fused attention path ran, they would be ignored
+    base, ds = tiny
+    adapted, _ = _adapted(base, modules=("q", "v"))
+    adapted.train()
+    assert not torch.allclose(_outputs(adapted, ds), _outputs(base.train(), ds), atol=1e-3)
+
+
+def test_pretrained_checkpoint_loads_into_adapted_model_and_starts_unchanged(tiny):
+    base, ds = tiny
+    m = copy.deepcopy(base)
+    lora.add_lora(m, rank=2, alpha=4.0)
+    a_before = [mod.lora_A.weight.clone() for mod in m.modules()
+                if isinstance(mod, lora.LoRALinear)]
+    m.load_state_dict(base.state_dict(), strict=True)  # no adapter keys in it
+    a_after = [mod.lora_A.weight for mod in m.modules() if isinstance(mod, lora.LoRALinear)]
+    assert all(torch.equal(x, y) for x, y in zip(a_before, a_after))
+    m.eval(), base.eval()
+    assert torch.allclose(_outputs(m, ds), _outputs(base, ds), atol=1e-6)  # B = 0
+
+
+def test_adapter_per_example_gradients_are_exact(tiny):
+    model, _ = _adapted(tiny[0], rank=3)
+    names = check_per_example_grads(model, tiny[1], list(range(9)))
+    assert names and all(n.endswith(("lora_A.weight", "lora_B.weight")) for n in names)
+
+
+def test_bias_set_per_example_gradients_are_exact(tiny):
+    model = copy.deepcopy(tiny[0])
+    n, names = trainable.apply(model, trainable.TrainableSet("bias"))
+    assert all(x.endswith(".bias") for x in names)
+    assert check_per_example_grads(model, tiny[1], list(range(6))) == names
+
+
+@pytest.mark.parametrize("kind", trainable.CHOICES)
+def test_each_set_trains_what_it_says(tiny, kind):
+    model = copy.deepcopy(tiny[0])
+    total = sum(p.numel() for p in model.parameters())
+    n, names = trainable.apply(model, trainable.TrainableSet(kind, lora_rank=2))
+    assert n == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if kind == "all":
+        assert n == total
+    elif kind == "lora":
+        assert all("lora_" in x for x in names) and n < total / 5
+    elif kind == "bias":
+        assert all(x.endswith(".bias") for x in names)
+    else:
+        assert all(x.startswith("decoder.layers.") or x.startswith("decoder.layer_norm")
+                   for x in names)
+    frozen = trainable.TrainableSet("all", freeze_embeddings=True)
+    m2 = copy.deepcopy(tiny[0])
+    _, names2 = trainable.apply(m2, frozen)
+    assert not any("embed_tokens" in x for x in names2)
+
+
+def test_bad_specs_are_refused():
+    with pytest.raises(ValueError, match="must be one of"):
+        trainable.TrainableSet("everything")
+    with pytest.raises(ValueError, match="LoRA modules"):
+        trainable.TrainableSet("lora", lora_modules="q,gate")
