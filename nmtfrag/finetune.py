@@ -97,10 +97,10 @@ def _read_pairs(src, tgt, what):
 
     validate_parallel(src, tgt)
     skips = SkipLog()
-    pairs = [(s, t) for _, s, t in read_parallel(src, tgt, skips)]
-    if not pairs:
+    rows = list(read_parallel(src, tgt, skips))
+    if not rows:
         raise InputError(f"{what} {src}: no usable line pairs")
-    return pairs, skips
+    return [(s, t) for _, s, t in rows], skips, [n - 1 for n, _, _ in rows]
 
 
 # --------------------------------------------------------------------------- training args
@@ -254,15 +254,17 @@ def _setup_console_logging(quiet):
                             format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
 
 
-def run_fairseq_train(cfg):
-    """fairseq-train's main on a parsed cfg (spawns one process per GPU when needed)."""
+def run_fairseq_train(cfg, trained=None):
+    """fairseq-train's main on a parsed cfg (spawns one process per GPU when needed).
+    `trained` (a nmtfrag.trainable.TrainableSet) limits what trains; None: everything."""
     from fairseq.distributed import utils as distributed_utils
 
-    distributed_utils.call_main(cfg, train_main_with_atomic_copies)
+    distributed_utils.call_main(cfg, train_main_with_atomic_copies, trained=trained)
 
 
-def train_main_with_atomic_copies(cfg, **kwargs):
-    """fairseq_cli.train.main, with checkpoint copies made atomic.
+def train_main_with_atomic_copies(cfg, trained=None, **kwargs):
+    """fairseq_cli.train.main, with checkpoint copies made atomic (and, with `trained`,
+    only that parameter set trained: fairseq's optimizer skips frozen parameters).
 
     Why: fairseq saves a checkpoint once (atomically) and then `PathManager.copy`s it to
     the other names, checkpoint_last.pt included, with a plain `shutil.copyfile` that
@@ -271,14 +273,26 @@ def train_main_with_atomic_copies(cfg, **kwargs):
     so fairseq's spawned GPU workers import it and get the same fix.
     """
     from fairseq.file_io import PathManager
+    from fairseq.tasks.translation import TranslationTask
     from fairseq_cli import train as fs_train
 
     plain_copy = PathManager.__dict__["copy"]
+    plain_build = TranslationTask.__dict__["build_model"]
     PathManager.copy = staticmethod(atomic_copy)
+    if trained is not None:
+        def build_model(self, *args, **kw):
+            from .trainable import apply
+
+            model = plain_build(self, *args, **kw)
+            apply(model, trained, seed=cfg.common.seed)
+            return model
+
+        TranslationTask.build_model = build_model
     try:
         return fs_train.main(cfg, **kwargs)
     finally:
         PathManager.copy = plain_copy
+        TranslationTask.build_model = plain_build
 
 
 def atomic_copy(src_path, dst_path, overwrite=False):
@@ -330,7 +344,7 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
              patience=5, validate_every=None, warmup_updates=0, seed=1,
              device="cpu", gpus=1, fp16=False, threads=None, log_interval=50,
              resume=False, overwrite=False, keep_work=False, keep_checkpoints=False,
-             measure_before=True, quiet=False, tags=None):
+             measure_before=True, quiet=False, tags=None, trained=None):
     """Fine-tune `model` (a model dir) on `train`; write a model dir to `out`.
 
     Returns the manifest (also written to OUT/manifest.json). Raises InputError for
@@ -343,6 +357,8 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
 
     if not (max_updates or max_epochs):
         raise InputError("give a training budget: --max-updates and/or --max-epochs")
+    if trained is not None and trained.kind == "all" and not trained.freeze_embeddings:
+        trained = None  # fairseq's default: everything trains
     if device not in ("cpu", "cuda"):
         raise InputError(f"--device {device}: expected cpu or cuda")
     if device == "cuda":
@@ -408,6 +424,7 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
                         work, bin_dir, init_ckpt, src_lang, tgt_lang, seed,
                         BPE, TAGS, load_state, grow_state, save_state, write_dict_with,
                         tags=tags)
+        prep.pop("train_lines")
         prep["inputs_sha256"] = hashes
         write_json(prep_json, prep)
 
@@ -435,7 +452,7 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
     attached = _attach(handler, logging.WARNING if quiet else logging.INFO)
     t_train = time.time()
     try:
-        run_fairseq_train(cfg)
+        run_fairseq_train(cfg, trained)
     finally:
         _detach(handler, attached)
         handler.close()
@@ -446,6 +463,10 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
     if not os.path.isfile(chosen):
         raise RuntimeError(f"fairseq training wrote no checkpoint in {save_dir}")
     state = load_state(chosen)
+    if trained is not None and trained.kind == "lora":
+        from .lora import merge_state
+
+        state["model"] = merge_state(state["model"], trained.lora_scaling)
     last_state = load_state(last) if chosen != last else state
     num_updates_last = last_state["optimizer_history"][-1]["num_updates"]
     num_updates_best = state["optimizer_history"][-1]["num_updates"]
@@ -479,6 +500,8 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
             "adam_betas": PAPER_DEFAULTS["adam_betas"], "max_tokens": max_tokens,
             "update_freq": update_freq, "max_updates": max_updates, "max_epochs": max_epochs,
             "patience": patience, "validate_every": validate_every, "seed": seed,
+            "trained_parameters": (trained.public_record() if trained is not None
+                                   else {"kind": "all"}),
             "device": device, "gpus": gpus if device == "cuda" else 0, "fp16": fp16,
             "release_params": train_info.get("release_params"),
         },
@@ -513,6 +536,8 @@ def _prepare(md, src_path, tgt_path, mode, valid_src, valid_tgt, valid_mode, wor
     `tags` None adds <P>/</P> to the dictionaries when the training data holds them;
     True/False decides by a public flag instead (under DP the model's shape must not
     depend on the data). `dedup` keeps one copy of each distinct training pair.
+    The result's "train_lines" gives the 0-based corpus line of each binarised training
+    example (owner-only information: pop it before writing the result anywhere).
     """
     from .binarize import binarize
 
@@ -522,17 +547,24 @@ def _prepare(md, src_path, tgt_path, mode, valid_src, valid_tgt, valid_mode, wor
     n_tagged = 0
     for split, (s, t, m) in {"train": (src_path, tgt_path, mode),
                              "valid": (valid_src, valid_tgt, valid_mode)}.items():
-        pairs, skips = _read_pairs(s, t, f"{split}")
+        pairs, skips, lines = _read_pairs(s, t, f"{split}")
         duplicates = 0
         if split == "train" and dedup:
-            distinct = list(dict.fromkeys(pairs))
-            duplicates, pairs = len(pairs) - len(distinct), distinct
+            first = {}
+            for pair, line in zip(pairs, lines):
+                first.setdefault(pair, line)
+            duplicates, pairs, lines = (len(pairs) - len(first), list(first),
+                                        list(first.values()))
         src_sub, ts = bpe.encode_lines((p[0] for p in pairs), src_lang, m)
         tgt_sub, tt = bpe.encode_lines((p[1] for p in pairs), tgt_lang, m)
         if split == "train":
             n_tagged = ts + tt
         # a pair whose side became empty after tokenisation cannot be trained on
-        keep = [(a, b) for a, b in zip(src_sub, tgt_sub) if a.strip() and b.strip()]
+        kept = [k for k, (a, b) in enumerate(zip(src_sub, tgt_sub))
+                if a.strip() and b.strip()]
+        keep = [(src_sub[k], tgt_sub[k]) for k in kept]
+        if split == "train":
+            train_lines = [lines[k] for k in kept]
         prefix = os.path.join(work, split)
         for lang, side in ((src_lang, 0), (tgt_lang, 1)):
             with open(f"{prefix}.{lang}", "w", encoding="utf-8") as f:
@@ -561,7 +593,8 @@ def _prepare(md, src_path, tgt_path, mode, valid_src, valid_tgt, valid_mode, wor
                                        "added_to_src_dict": added_src,
                                        "added_to_tgt_dict": added_tgt,
                                        "init": "mean of pretrained rows + 0.01·std noise"},
-            "text_modes": {"train": mode, "valid": valid_mode}}
+            "text_modes": {"train": mode, "valid": valid_mode},
+            "train_lines": train_lines}
 
 
 def read_manifest(out):

@@ -24,10 +24,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-# short names users give (--lora-modules) → attribute names in fairseq's layers
-MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "out_proj",
-           "fc1": "fc1", "fc2": "fc2"}
-DEFAULT_MODULES = ("q", "k", "v", "out", "fc1", "fc2")
+from .trainable import LORA_DEFAULT_MODULES, LORA_MODULES
+
 SUFFIX_A, SUFFIX_B = "lora_A.weight", "lora_B.weight"
 
 
@@ -60,24 +58,14 @@ class LoRALinear(nn.Linear):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
-def parse_modules(spec):
-    """"q,v,fc1" → ("q", "v", "fc1"); an unknown name raises ValueError."""
-    names = tuple(s.strip() for s in spec.split(",") if s.strip()) if isinstance(spec, str) \
-        else tuple(spec)
-    bad = [n for n in names if n not in MODULES]
-    if bad or not names:
-        raise ValueError(f"LoRA modules must be among {','.join(MODULES)}; got {spec!r}")
-    return names
-
-
-def add_lora(model, rank=8, alpha=16.0, modules=DEFAULT_MODULES, seed=0):
+def add_lora(model, rank=8, alpha=16.0, modules=LORA_DEFAULT_MODULES, seed=0):
     """Freeze every parameter of `model` and add adapters to the named projections of
     every encoder and decoder layer. Returns the adapted module names."""
     from fairseq.modules.multihead_attention import MultiheadAttention
 
     if rank < 1:
         raise ValueError(f"LoRA rank must be ≥ 1, got {rank}")
-    attrs = {MODULES[m] for m in modules}
+    attrs = {LORA_MODULES[m] for m in modules}
     for p in model.parameters():
         p.requires_grad_(False)
     gen = torch.Generator().manual_seed(seed)

@@ -12,9 +12,11 @@ same sets serve non-private fine-tuning (cheap adaptation of a large model).
 """
 from dataclasses import dataclass, field
 
-from . import lora
-
 CHOICES = ("all", "lora", "bias", "decoder")
+# short names users give (--lora-modules) → attribute names in fairseq's layers
+LORA_MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "out_proj",
+                "fc1": "fc1", "fc2": "fc2"}
+LORA_DEFAULT_MODULES = ("q", "k", "v", "out", "fc1", "fc2")
 _EMBEDDINGS = ("embed_tokens", "output_projection")
 
 
@@ -24,13 +26,13 @@ class TrainableSet:
     kind: str = "all"
     lora_rank: int = 8
     lora_alpha: float = 16.0
-    lora_modules: tuple = field(default=lora.DEFAULT_MODULES)
+    lora_modules: tuple = field(default=LORA_DEFAULT_MODULES)
     freeze_embeddings: bool = False
 
     def __post_init__(self):
         if self.kind not in CHOICES:
             raise ValueError(f"trained parameters must be one of {CHOICES}, got {self.kind!r}")
-        self.lora_modules = lora.parse_modules(self.lora_modules)
+        self.lora_modules = parse_lora_modules(self.lora_modules)
 
     @property
     def lora_scaling(self):
@@ -46,10 +48,23 @@ class TrainableSet:
         return rec
 
 
+def parse_lora_modules(spec):
+    """"q,v,fc1" (or a sequence) → ("q", "v", "fc1"); unknown names raise ValueError."""
+    names = tuple(s.strip() for s in spec.split(",") if s.strip()) if isinstance(spec, str) \
+        else tuple(spec)
+    bad = [n for n in names if n not in LORA_MODULES]
+    if bad or not names:
+        raise ValueError(f"LoRA modules must be among {','.join(LORA_MODULES)}; "
+                         f"got {spec!r}")
+    return names
+
+
 def apply(model, spec, seed=0):
     """Set `requires_grad` on `model`'s parameters (adding adapters for "lora").
     Returns (number of trained parameters, names of the trained tensors)."""
     if spec.kind == "lora":
+        from . import lora
+
         lora.add_lora(model, spec.lora_rank, spec.lora_alpha, spec.lora_modules, seed=seed)
     else:
         for name, p in model.named_parameters():

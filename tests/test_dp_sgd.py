@@ -272,7 +272,8 @@ def test_vocabulary_epsilon_composes_into_the_certificate(tiny_dir, tmp_path):
     assert priv["total"]["epsilon"] == pytest.approx(0.4 + priv["training"]["epsilon"])
     assert priv["total"]["delta"] == pytest.approx(1e-3 + 2e-9)
     man = json.loads((root / "dpv" / "manifest.json").read_text())
-    assert man["params"]["frozen"] and man["params"]["trainable_parameters"] > 0
+    assert man["params"]["trained_parameters"] == {"kind": "all", "frozen": "embeddings"}
+    assert man["params"]["trainable_parameters"] > 0
 
 
 @pytest.mark.parametrize("extra,msg", [
@@ -318,21 +319,18 @@ def test_dp_device_choice_and_multi_device_refusal():
 
     import torch
 
-    from nmtfrag.dp import sgd
+    from nmtfrag.dp import cli_args, engine
     from nmtfrag.errors import InputError
 
-    assert sgd._dp_device(argparse.Namespace(device="cpu")) == torch.device("cpu")
+    assert engine.dp_device("cpu") == torch.device("cpu")
     if not torch.cuda.is_available():
         with pytest.raises(InputError, match="no CUDA device"):
-            sgd._dp_device(argparse.Namespace(device="cuda"))
-    args = argparse.Namespace(delta=1e-6, target_epsilon=1.0, noise_multiplier=None,
-                              update_freq=1, fp16=False, resume=False, gpus=4,
-                              max_grad_norm=1.0, physical_batch=8, batch_schedule=None,
-                              logical_batch=64)
+            engine.dp_device("cuda")
+    args = argparse.Namespace(update_freq=1, fp16=False, resume=False, gpus=4)
     with pytest.raises(InputError, match="one device"):
-        sgd._check_args(args)
+        cli_args.check_compatible(args)
     args.gpus = 1
-    sgd._check_args(args)  # a single device is fine
+    cli_args.check_compatible(args)  # a single device is fine
 
 
 def test_to_device_moves_every_tensor():

@@ -19,7 +19,7 @@ def _outputs(model, ds, ids=range(12)):
         return model(**batch["net_input"])[0]
 
 
-def _adapted(model, rank=4, alpha=8.0, modules=lora.DEFAULT_MODULES, seed=3):
+def _adapted(model, rank=4, alpha=8.0, modules=trainable.LORA_DEFAULT_MODULES, seed=3):
     """A copy of `model` with adapters whose B is random (not the zero start), so that
     the adapters change the outputs."""
     m = copy.deepcopy(model)
@@ -111,3 +111,32 @@ def test_bad_specs_are_refused():
         trainable.TrainableSet("everything")
     with pytest.raises(ValueError, match="LoRA modules"):
         trainable.TrainableSet("lora", lora_modules="q,gate")
+
+
+def test_finetune_with_lora_without_dp_writes_a_plain_model(tiny_model_dir, tmp_path):
+    """Non-private LoRA through fairseq's own training: only adapters train, the output is
+    an ordinary model dir (adapters merged) that differs from the base model."""
+    import json
+
+    from nmtfrag.finetune import finetune
+    from nmtfrag.model_dir import load_state, validate_model_dir
+    from tinymodel import make_corpus, write_parallel
+
+    pairs = make_corpus(60, seed=5)
+    write_parallel(pairs[:50], str(tmp_path / "train"))
+    write_parallel(pairs[50:], str(tmp_path / "valid"))
+    out = str(tmp_path / "lora")
+    spec = trainable.TrainableSet("lora", lora_rank=2, lora_alpha=4.0, lora_modules="q,v,fc1")
+    finetune(tiny_model_dir, str(tmp_path / "train"), out, valid_src=str(tmp_path / "valid.de"),
+             valid_tgt=str(tmp_path / "valid.en"), max_updates=6, max_tokens=400, lr=0.01,
+             patience=-1, quiet=True, threads=1, trained=spec)
+    validate_model_dir(out)
+    new = load_state(f"{out}/model.pt")["model"]
+    old = load_state(f"{tiny_model_dir}/model.pt")["model"]
+    assert not lora.has_adapters(new) and set(new) == set(old)
+    changed = {k for k in old if not torch.equal(old[k].float(), new[k].float())}
+    # only the adapted projections moved (their merged B·A), nothing else
+    assert changed and all(k.endswith(("q_proj.weight", "v_proj.weight", "fc1.weight"))
+                           for k in changed)
+    man = json.load(open(f"{out}/manifest.json"))
+    assert man["params"]["trained_parameters"]["kind"] == "lora"

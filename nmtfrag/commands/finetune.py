@@ -16,6 +16,8 @@ examples:
       --valid-src valid.de --valid-tgt valid.en --out adapted/ --max-epochs 3
   nmtfrag finetune ... --out adapted/ --resume      # continue a killed run
 """
+from ..dp import cli_args as dp_cli
+
 HELP = "fine-tune a WMT19-format model on a release or parallel files (fairseq)"
 
 
@@ -94,12 +96,8 @@ def add_arguments(p):
     tr.add_argument("--log-interval", type=int, default=50)
     tr.add_argument("-q", "--quiet", action="store_true",
                     help="only warnings on the console (train.log keeps everything)")
-    try:
-        from ..dp import cli_args as dp_cli
-    except ImportError:
-        dp_cli = None
-    if dp_cli is not None:
-        dp_cli.add_arguments(p)
+    dp_cli.add_trainable_arguments(tr)
+    dp_cli.add_arguments(p)
 
 
 def run(args):
@@ -107,8 +105,6 @@ def run(args):
     import sys
 
     if getattr(args, "dp", False):
-        from ..dp import cli_args as dp_cli
-
         return dp_cli.run(args)
     from ..finetune import finetune
 
@@ -134,7 +130,7 @@ def run(args):
                  threads=args.threads, log_interval=args.log_interval, resume=args.resume,
                  overwrite=args.overwrite, keep_work=args.keep_work,
                  keep_checkpoints=args.keep_checkpoints, quiet=args.quiet,
-                 tags=True if args.tags else None)
+                 tags=True if args.tags else None, trained=dp_cli.trainable_set(args))
     r = m["result"]
     print(json.dumps({"out": args.out, "num_updates": r["num_updates"],
                       "valid_loss_before": r["valid_loss_before"],

@@ -185,7 +185,12 @@ def run(args):
               f"({t.get('accountant', 'rdp')}; " + ", ".join(
                   f"{k} {e:.4f}" for k, e in t["epsilon_recomputed"].items()) + ")")
         print(f"          noise multiplier {t.get('noise_multiplier')}, "
-              f"{t.get('steps')} noisy steps, clip {t.get('max_grad_norm')}")
+              f"{t.get('steps')} noisy steps, clip {t.get('max_grad_norm')}, "
+              f"{t.get('n_units', t.get('n_examples'))} units")
+        tp = t.get("trained_parameters") or {"kind": "all"}
+        print("trained   " + ", ".join(f"{k} {v}" for k, v in tp.items()
+                                       if k != "modules")
+              + (f", modules {','.join(tp['modules'])}" if tp.get("modules") else ""))
         print(f"vocabulary ε_V = {v['epsilon']:.4f} at δ_V = {v['delta']:g}"
               + ("" if v.get("epsilon") else " (no DP vocabulary: the model's public "
                  "vocabulary was used)"))

@@ -1,8 +1,15 @@
-"""DP-SGD options of `nmtfrag finetune --dp` and the dispatch to the DP fine-tuning loop.
+"""DP-SGD options of `nmtfrag finetune --dp`, turned into the façade's typed config.
 
 `nmtfrag finetune` calls `add_arguments(parser)` and, when `args.dp` is set,
-`run(args)`. Light imports only: torch/opacus are imported inside `run`.
+`run(args)`, which builds a `FineTuneJob` and a `DPConfig` and calls
+`nmtfrag.dp.engine.dp_finetune`: the library never sees argparse. Light imports only:
+torch/opacus are imported inside the engine.
 """
+import json
+import sys
+
+from ..errors import InputError
+from ..trainable import CHOICES, LORA_DEFAULT_MODULES, TrainableSet
 
 
 def add_arguments(parser):
@@ -48,6 +55,15 @@ def add_arguments(parser):
     g.add_argument("--dp-freeze-embeddings", action="store_true",
                    help="train everything but the (tied) embedding matrices: far fewer "
                         "noisy dimensions and a faster step")
+    g.add_argument("--privacy-unit", choices=("sentence", "document"), default="sentence",
+                   help="what one unit of the guarantee is: a sentence pair (default) or "
+                        "a document (all its pairs: sampled, and clipped, together)")
+    g.add_argument("--documents", metavar="FILE", default=None,
+                   help="with --privacy-unit document: one document id per training "
+                        "line (as `nmtfrag split` writes them)")
+    g.add_argument("--allow-few-units", action="store_true",
+                   help=f"train even with fewer than 100 privacy units (refused by "
+                        f"default: the noise then drowns the signal)")
     g.add_argument("--dedup", action="store_true",
                    help="train on each distinct sentence pair once: the privacy unit "
                         "becomes one distinct pair (without it, a pair repeated k times "
@@ -56,8 +72,80 @@ def add_arguments(parser):
                    help="validation loss every STEPS noisy steps (default: only at the end)")
 
 
-def run(args):
-    """Run DP fine-tuning for `nmtfrag finetune --dp`."""
-    from .sgd import dp_finetune
+def add_trainable_arguments(group):
+    """--dp-params and the LoRA options (they serve fine-tuning with and without --dp)."""
+    group.add_argument("--dp-params", choices=CHOICES, default="all",
+                       help="which parameters train: all (default), lora (low-rank "
+                            "adapters, merged into the weights at the end), bias (BitFit) "
+                            "or decoder (its layers). Fewer trained parameters means less "
+                            "DP noise; also usable without --dp")
+    group.add_argument("--lora-rank", type=int, default=8, help="LoRA rank r (default 8)")
+    group.add_argument("--lora-alpha", type=float, default=16.0,
+                       help="LoRA scaling α (the update is α/r·BA; default 16)")
+    group.add_argument("--lora-modules", default=",".join(LORA_DEFAULT_MODULES),
+                       help="projections that get adapters, among q,k,v,out,fc1,fc2 "
+                            "(default: all of them)")
 
-    return dp_finetune(args)
+
+def trainable_set(args):
+    try:
+        return TrainableSet(args.dp_params, lora_rank=args.lora_rank,
+                            lora_alpha=args.lora_alpha, lora_modules=args.lora_modules,
+                            freeze_embeddings=bool(getattr(args, "dp_freeze_embeddings",
+                                                           False)))
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+
+
+def check_compatible(args):
+    """finetune options that have no meaning (or void the guarantee) under --dp."""
+    if getattr(args, "update_freq", 1) not in (None, 1):
+        raise InputError("--update-freq with --dp would accumulate unclipped gradients over "
+                         "Poisson batches and void the guarantee; use --logical-batch and "
+                         "--physical-batch (virtual steps) instead")
+    if getattr(args, "fp16", False):
+        raise InputError("--fp16 is not supported with --dp")
+    if getattr(args, "resume", False):
+        raise InputError("--resume is not supported with --dp (the privacy accountant "
+                         "would restart); start again with --overwrite")
+    if getattr(args, "gpus", 1) not in (None, 0, 1):
+        raise InputError("--dp runs in one process on one device (CPU or one GPU), so the "
+                         "noise is added once; multi-device DP training is not implemented")
+
+
+def config_from_args(args):
+    """(FineTuneJob, DPConfig) from the parsed `nmtfrag finetune --dp` options."""
+    from .engine import DPConfig, FineTuneJob
+
+    check_compatible(args)
+    if len(args.train) > 2:
+        raise InputError("--train takes a release directory, a prefix, or two files")
+    job = FineTuneJob(
+        model=args.model, train=args.train if len(args.train) == 2 else args.train[0],
+        valid_src=args.valid_src, valid_tgt=args.valid_tgt, out=args.out,
+        src_lang=args.src_lang, tgt_lang=args.tgt_lang, pretokenized=args.pretokenized,
+        checkpoint=args.checkpoint, tags=bool(args.tags), dropout=args.dropout,
+        label_smoothing=args.label_smoothing, device=args.device, threads=args.threads,
+        overwrite=args.overwrite, keep_work=args.keep_work, quiet=args.quiet,
+        log_interval=args.log_interval)
+    config = DPConfig(
+        delta=args.delta, target_epsilon=args.target_epsilon,
+        noise_multiplier=args.noise_multiplier, max_grad_norm=args.max_grad_norm,
+        logical_batch=args.logical_batch, batch_schedule=args.batch_schedule,
+        physical_batch=args.physical_batch,
+        steps=args.dp_steps or getattr(args, "max_updates", None),
+        epochs=getattr(args, "max_epoch", None), accountant=args.accountant,
+        lr=args.dp_lr or args.lr, weight_decay=args.dp_weight_decay,
+        params=trainable_set(args), unit=args.privacy_unit, documents=args.documents,
+        dedup=args.dedup, allow_few_units=args.allow_few_units, seed=args.seed,
+        valid_every=args.dp_valid_every)
+    return job, config
+
+
+def run(args):
+    """Run DP fine-tuning for `nmtfrag finetune --dp`; print its summary as JSON."""
+    from .engine import dp_finetune
+
+    job, config = config_from_args(args)
+    print(json.dumps(dp_finetune(job, config)))
+    return 0

@@ -1,0 +1,448 @@
+"""The DP fine-tuning façade: a typed config and one entry point, `dp_finetune`.
+
+Why: in the style of opacus' `PrivacyEngine`, the DP track is usable from Python without
+argparse; `nmtfrag finetune --dp` only turns its options into a `DPConfig` and a
+`FineTuneJob` (nmtfrag.dp.cli_args). The mechanism itself is nmtfrag.dp.sgd; accounting
+is nmtfrag.dp.accounting; which parameters train is nmtfrag.trainable.
+
+    from nmtfrag.dp.engine import DPConfig, FineTuneJob, dp_finetune
+    from nmtfrag.trainable import TrainableSet
+    job = FineTuneJob(model="wmt19.de-en/", train=("train.de", "train.en"),
+                      valid_src="valid.de", valid_tgt="valid.en", out="dp-model/")
+    dp_finetune(job, DPConfig(delta=1e-5, target_epsilon=8, logical_batch=1024,
+                              steps=40, params=TrainableSet("lora")))
+
+OUT gets what may be shared (model files, privacy.json, a manifest of public parameters)
+and OUT/owner/ (never to be shared): the owner's manifest (paths, hashes, exact counts,
+validation losses, seed) and train.log (per-step non-private statistics). The private work
+dir holding the corpus lives in the system's temp dir, never inside OUT.
+"""
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Optional, Sequence, Union
+
+from ..errors import InputError
+from ..trainable import TrainableSet
+
+# Below this many privacy units a DP guarantee is refused unless asked for explicitly:
+# each noisy step averages at most that many clipped gradients, so noise that gives a
+# meaningful ε drowns the signal (EMEA train has 17 documents).
+MIN_UNITS = 100
+UNITS = ("sentence", "document")
+
+
+@dataclass
+class DPConfig:
+    """The mechanism and its budget: everything the certificate is about."""
+    delta: float
+    target_epsilon: Optional[float] = None
+    noise_multiplier: Optional[float] = None
+    max_grad_norm: float = 1.0
+    logical_batch: Optional[int] = None        # expected units per noisy step
+    batch_schedule: Optional[str] = None       # "SIZE:FROM_STEP,..." (overrides it)
+    physical_batch: int = 32                   # pairs per forward/backward pass
+    steps: Optional[int] = None
+    epochs: Optional[float] = None             # used when steps is None
+    accountant: str = "rdp"
+    lr: float = 0.000175
+    weight_decay: float = 0.0
+    params: TrainableSet = field(default_factory=TrainableSet)
+    unit: str = "sentence"
+    documents: Optional[str] = None            # one document id per training line
+    dedup: bool = False
+    allow_few_units: bool = False
+    seed: Optional[int] = None                 # None: secret randomness
+    valid_every: int = 0
+
+    def check(self):
+        """Refuse configurations that would void (or silently change) the guarantee."""
+        if self.delta is None:
+            raise InputError("--dp needs --delta: a DP guarantee without δ is void")
+        if (self.target_epsilon is None) == (self.noise_multiplier is None):
+            raise InputError("--dp needs exactly one of --target-epsilon and "
+                             "--noise-multiplier")
+        if self.max_grad_norm is None or not self.max_grad_norm > 0:
+            raise InputError("--max-grad-norm must be positive")
+        if self.physical_batch is None or self.physical_batch < 1:
+            raise InputError("--physical-batch must be ≥ 1")
+        if not self.batch_schedule and not self.logical_batch:
+            raise InputError("--dp needs --logical-batch (expected units per noisy step) "
+                             "or --batch-schedule")
+        if self.unit not in UNITS:
+            raise InputError(f"--privacy-unit must be one of {UNITS}, got {self.unit!r}")
+        if (self.unit == "document") != (self.documents is not None):
+            raise InputError("--privacy-unit document needs --documents FILE (one document "
+                             "id per training line), and --documents needs it")
+        if self.unit == "document" and self.dedup:
+            raise InputError("--dedup with --privacy-unit document: a document is the "
+                             "unit, so its repeated pairs are already protected with it")
+
+
+@dataclass
+class FineTuneJob:
+    """What to fine-tune on what, and where the result goes (no privacy parameters)."""
+    model: str
+    train: Union[str, Sequence[str]]
+    valid_src: str
+    valid_tgt: str
+    out: str
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    pretokenized: bool = False
+    checkpoint: Optional[str] = None
+    tags: bool = False
+    dropout: float = 0.2
+    label_smoothing: float = 0.1
+    device: Optional[str] = None
+    threads: Optional[int] = None
+    overwrite: bool = False
+    keep_work: bool = False
+    quiet: bool = False
+    log_interval: int = 50
+
+
+def dp_device(device=None):
+    import torch
+
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda: no CUDA device is available")
+    return torch.device(device)
+
+
+def total_steps(config, segments, n):
+    """Noisy steps of the run: `steps`, else enough for `epochs` passes over n units."""
+    if config.steps:
+        return int(config.steps)
+    if not config.epochs:
+        raise InputError("give a DP training budget: --dp-steps, --max-updates or "
+                         "--max-epochs")
+    from .schedule import batch_at
+
+    steps, seen = 0, 0.0
+    while seen < config.epochs * n:
+        seen += batch_at(segments, steps)
+        steps += 1
+    return steps
+
+
+def plan_noise(config, n_units):
+    """(σ, schedule segments, steps, rate segments) for n_units privacy units."""
+    from . import accounting, schedule
+
+    segs = schedule.parse_schedule(config.batch_schedule or f"{config.logical_batch}:0")
+    steps = total_steps(config, segs, n_units)
+    rate_segs = schedule.rate_segments(segs, steps, n_units)
+    if config.noise_multiplier is not None:
+        sigma = float(config.noise_multiplier)
+    else:
+        sigma = accounting.noise_multiplier_for(config.target_epsilon, config.delta,
+                                                rate_segs, config.accountant)
+    return sigma, segs, steps, rate_segs
+
+
+def read_documents(path, n_lines=None):
+    """Document ids, one per training line (as `nmtfrag split` writes them)."""
+    if not os.path.isfile(path):
+        raise InputError(f"--documents {path}: no such file")
+    with open(path, encoding="utf-8") as f:
+        ids = [ln.strip() for ln in f]
+    if n_lines is not None and len(ids) != n_lines:
+        raise InputError(f"--documents {path}: {len(ids)} lines, but the training data has "
+                         f"{n_lines}: it must give one document id per training line")
+    if any(not i for i in ids):
+        raise InputError(f"--documents {path}: line {ids.index('') + 1} has no document id")
+    return ids
+
+
+def check_enough_units(config, n_units):
+    """Refuse a guarantee over fewer than MIN_UNITS units, saying what it would cost."""
+    if n_units >= MIN_UNITS or config.allow_few_units:
+        return
+    sigma, segs, _, _ = plan_noise(config, n_units)
+    batch = min(segs[0][1], n_units)  # segments are (from_step, size)
+    raise InputError(
+        f"only {n_units} {config.unit}s: a DP guarantee over so few units is refused. "
+        f"Each noisy step averages at most {n_units} clipped gradients; this plan needs "
+        f"σ = {sigma:.2f}, so the noise of each averaged step has standard deviation "
+        f"{sigma / batch:.2f}·C per coordinate, against a signal of norm at most C. Use a "
+        f"smaller unit or more data, or pass --allow-few-units to train anyway")
+
+
+def units_of_rows(train_lines, documents):
+    """Dataset rows grouped by document: [[row, …] per document], documents in order of
+    first appearance. `train_lines[row]` is the corpus line of dataset row `row`."""
+    groups = {}
+    for row, line in enumerate(train_lines):
+        groups.setdefault(documents[line], []).append(row)
+    return list(groups.values())
+
+
+def base_model_privacy(model_dir):
+    """What a base model already spent: (vocabulary entry, earlier DP trainings, note).
+
+    Fine-tuning a DP model again on the owner's data composes with its earlier ε; a base
+    fine-tuned without DP is outside any certificate, so it gets a warning."""
+    from ..fileio import MANIFEST, read_json
+
+    cert_path = os.path.join(model_dir, "privacy.json")
+    cert = read_json(cert_path) if os.path.isfile(cert_path) else {}
+    earlier = list(cert.get("earlier_training") or [])
+    if cert.get("training"):
+        earlier.append(cert["training"])
+    note = {"dp_trainings": len(earlier)}
+    man_path = os.path.join(model_dir, MANIFEST)
+    man = read_json(man_path) if os.path.isfile(man_path) else {}
+    if man.get("kind") == "nmtfrag-finetuned-model" and not man.get("dp"):
+        note["warning"] = ("the base model was fine-tuned WITHOUT differential privacy: "
+                           "if its training data was confidential, this certificate does "
+                           "not cover it")
+    elif cert.get("base_model", {}).get("warning"):
+        note["warning"] = cert["base_model"]["warning"]
+    return cert.get("vocabulary"), earlier, note
+
+
+def unit_text(config):
+    if config.unit == "document":
+        return ("one document (all its sentence pairs together; the documents file "
+                "says which pair belongs to which)")
+    if config.dedup:
+        return "one distinct training sentence pair (duplicates removed with --dedup)"
+    return ("one training sentence pair (a pair repeated k times in the data is "
+            "protected only as a group of k: use --dedup)")
+
+
+def _refuse_release(train_info):
+    if train_info["kind"] == "release":
+        raise InputError(
+            "--dp on a release directory is refused: one sentence yields many phrase-pair "
+            "examples (dozens), so a guarantee per example is not one per sentence. Train "
+            "with --dp on the full sentence pairs instead (the DP guarantee replaces "
+            "fragmentation)")
+
+
+def _clean_stale_work(out):
+    """Older versions put the private work dir inside OUT: remove any left by a kill."""
+    import shutil
+
+    for name in os.listdir(out):
+        if name.startswith(".dp-work-"):
+            shutil.rmtree(os.path.join(out, name), ignore_errors=True)
+
+
+def _count_lines(path):
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def dp_finetune(job: FineTuneJob, config: DPConfig):
+    """DP-SGD fine-tuning of `job.model` on `job.train`; writes a model dir to `job.out`.
+    Returns a summary dict (also printed as JSON by the CLI)."""
+    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    import torch
+
+    from .. import lora, trainable
+    from ..bpe import BPE, TAGS
+    from ..binarize import fairseq_log_level
+    from ..fileio import (MANIFEST, OWNER_DIR, owner_path, prepare_output_dir,
+                          private_workdir, sha256_file, tool_versions, write_json,
+                          write_owner_json)
+    from ..finetune import _prepare, resolve_train
+    from ..model_dir import (grow_state, load_state, save_state, validate_model_dir,
+                             write_dict_with, write_model_dir)
+    from ..randomness import resolve_seed
+    from . import accounting, fairseq_opacus, schedule
+    from .sgd import train_dp, valid_loss
+
+    config.check()
+    if job.threads:
+        torch.set_num_threads(job.threads)
+    seed = resolve_seed(config.seed)
+    if seed.reproducible:  # dropout masks too, so a seeded run repeats exactly
+        torch.manual_seed(seed.value)
+    src_lang, tgt_lang = job.src_lang, job.tgt_lang
+    md = validate_model_dir(job.model, src_lang, tgt_lang, job.checkpoint)
+    train = job.train if isinstance(job.train, str) else tuple(job.train)
+    if not isinstance(train, str) and len(train) != 2:
+        raise InputError("--train takes a release directory, a prefix, or two files")
+    src_path, tgt_path, mode, train_info = resolve_train(train, src_lang, tgt_lang,
+                                                         job.pretokenized)
+    _refuse_release(train_info)
+    valid_mode = "moses" if job.pretokenized else "raw"
+    for p in (src_path, tgt_path, job.valid_src, job.valid_tgt):
+        if not os.path.isfile(p):
+            raise InputError(f"{p}: no such file")
+    documents = None
+    if config.unit == "document":  # refuse before the (slow) preprocessing
+        documents = read_documents(config.documents, _count_lines(src_path))
+        check_enough_units(config, len(set(documents)))
+    vocab_privacy, earlier, base_note = base_model_privacy(md.path)
+    if base_note.get("warning"):
+        print(f"warning: {base_note['warning']}", file=sys.stderr)
+    out = prepare_output_dir(job.out, job.overwrite)
+    _clean_stale_work(out)
+    for f in (MANIFEST, "privacy.json", "train.log", os.path.join(OWNER_DIR, MANIFEST)):
+        if os.path.exists(os.path.join(out, f)):
+            os.unlink(os.path.join(out, f))
+    inputs = {"model": md.checkpoints[0], "train_src": src_path, "train_tgt": tgt_path,
+              "valid_src": job.valid_src, "valid_tgt": job.valid_tgt}
+    if documents is not None:
+        inputs["documents"] = config.documents
+    hashes = {k: sha256_file(v) for k, v in inputs.items()}
+    t0 = time.time()
+    with private_workdir(keep=job.keep_work, prefix="nmtfrag-dp-") as work:
+        bin_dir = os.path.join(work, "bin")
+        init_ckpt = os.path.join(work, "init.pt")
+        with fairseq_log_level():
+            prep = _prepare(md, src_path, tgt_path, mode, job.valid_src, job.valid_tgt,
+                            valid_mode, work, bin_dir, init_ckpt, src_lang, tgt_lang,
+                            1 if config.seed is None else config.seed, BPE, TAGS,
+                            load_state, grow_state, save_state, write_dict_with,
+                            tags=bool(job.tags), dedup=config.dedup)
+            from fairseq import checkpoint_utils
+
+            models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+                [init_ckpt], arg_overrides={"data": bin_dir, "source_lang": src_lang,
+                                            "target_lang": tgt_lang,
+                                            "dropout": job.dropout})
+            task.load_dataset("train")
+            task.load_dataset("valid")
+        device = dp_device(job.device)
+        model = models[0].float()
+        train_lines = prep.pop("train_lines")
+        units = None if documents is None else units_of_rows(train_lines, documents)
+        train_ds, valid_ds = task.dataset("train"), task.dataset("valid")
+        n = len(units) if units is not None else len(train_ds)
+        if units is not None:
+            check_enough_units(config, n)  # after skipped lines, if any
+        accounting.check_delta(config.delta, n_examples=n)
+        sigma, segs, steps, rate_segs = plan_noise(config, n)
+        n_trainable, _ = trainable.apply(model, config.params,
+                                         seed=seed.value if seed.reproducible else 0)
+        model = model.to(device)
+        fairseq_opacus.prepare_model(model)  # refuses unsupported layers before training
+
+        def rate_of_step(t):
+            return schedule.batch_at(segs, t) / n
+
+        ls = job.label_smoothing
+        before = valid_loss(model, valid_ds, label_smoothing=ls) / math.log(2)
+        log_f = open(os.open(owner_path(out, "train.log"),
+                             os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+                     "w", encoding="utf-8")
+        interval = max(1, job.log_interval or 50)
+
+        def log(rec):
+            log_f.write(json.dumps(rec) + "\n")
+            log_f.flush()
+            if not job.quiet and (rec["step"] % interval == 0 or rec["step"] == 1):
+                print(f"dp step {rec['step']}/{steps}: {rec['examples']} pairs, "
+                      f"loss/pair {rec['mean_loss']:.2f}, SNR {rec['snr']:.3f}, "
+                      f"{rec['seconds']:.1f}s", file=sys.stderr)
+
+        print(f"DP-SGD: n={n} {config.unit}s, {steps} noisy steps, σ={sigma:.4f}, "
+              f"C={config.max_grad_norm}, logical batch {segs}, physical batch "
+              f"{config.physical_batch}, trained parameters {config.params.kind} "
+              f"({n_trainable}), randomness {seed.source}", file=sys.stderr)
+        t_train = time.time()
+        try:
+            records, history, dp = train_dp(
+                model, train_ds, steps=steps, rate_of_step=rate_of_step,
+                noise_multiplier=sigma, max_grad_norm=config.max_grad_norm,
+                physical_batch=config.physical_batch, lr=config.lr,
+                weight_decay=config.weight_decay, seed=seed, label_smoothing=ls,
+                log=log, valid_fn=(lambda m: valid_loss(m, valid_ds, label_smoothing=ls)
+                                   / math.log(2)),
+                valid_every=config.valid_every, units=units)
+        finally:
+            log_f.close()
+        train_seconds = time.time() - t_train
+        after = valid_loss(model, valid_ds, label_smoothing=ls) / math.log(2)
+        fairseq_opacus.restore_model(model)
+        state = load_state(init_ckpt)
+        sd = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
+        sd = lora.merge_state(sd, config.params.lora_scaling)
+        state["model"] = {k: sd[k].to(v.dtype) if k in sd else v
+                          for k, v in state["model"].items()}
+        write_model_dir(out, state, os.path.join(bin_dir, f"dict.{src_lang}.txt"),
+                        os.path.join(bin_dir, f"dict.{tgt_lang}.txt"), md.bpecodes,
+                        src_lang, tgt_lang)
+        del state
+
+    eps = {name: accounting.epsilon(history, config.delta, name)
+           for name in accounting.ACCOUNTANTS}
+    training = {"mechanism": "DP-SGD, Poisson-subsampled Gaussian, add/remove one unit",
+                "unit": unit_text(config), "privacy_unit": config.unit,
+                "trained_parameters": dict(config.params.public_record(),
+                                           count=n_trainable),
+                "clipping": dp.clipping_method,
+                "accountant": config.accountant,
+                "epsilon": eps[config.accountant], "epsilon_all_accountants": eps,
+                "delta": config.delta, "noise_multiplier": sigma,
+                "max_grad_norm": config.max_grad_norm, "steps": steps,
+                # n is revealed by the sampling rates q = batch / n anyway
+                "n_units": n, "n_examples": n, "history": [list(h) for h in history],
+                "target_epsilon": config.target_epsilon,
+                "randomness": seed.public_record()}
+    total = accounting.compose_certificate(training, vocab_privacy, earlier,
+                                           training_eps=training["epsilon"])
+    privacy = {"training": training,
+               "vocabulary": vocab_privacy or accounting.NO_VOCABULARY,
+               "earlier_training": earlier, "base_model": base_note, "total": total}
+    public_params = {
+        "src_lang": src_lang, "tgt_lang": tgt_lang, "lr": config.lr,
+        "optimizer": "adamw", "dp_weight_decay": config.weight_decay,
+        "dropout": job.dropout, "label_smoothing": ls,
+        "logical_batch": config.logical_batch, "batch_schedule": config.batch_schedule,
+        "physical_batch": config.physical_batch, "max_grad_norm": config.max_grad_norm,
+        "noise_multiplier": sigma, "target_epsilon": config.target_epsilon,
+        "delta": config.delta, "steps": steps, "accountant": config.accountant,
+        "trained_parameters": config.params.public_record(),
+        "privacy_unit": config.unit, "tags": bool(job.tags), "dedup": config.dedup,
+        "trainable_parameters": n_trainable}
+    snrs = [r["snr"] for r in records]
+    write_owner_json(out, {
+        "kind": "nmtfrag-finetuned-model-owner-record",
+        "params": {"base_model": md.path,
+                   "train": train if isinstance(train, str) else list(train),
+                   "train_text_mode": mode, "valid_src": os.path.abspath(job.valid_src),
+                   "valid_tgt": os.path.abspath(job.valid_tgt),
+                   "documents": (os.path.abspath(config.documents)
+                                 if config.documents else None)},
+        "randomness": seed.owner_record(),
+        "counts": prep["counts"], "tags": prep["tags"],
+        "result": {"valid_loss_before": before, "valid_loss_after": after,
+                   "valid_loss_unit": "label-smoothed loss per target token, base 2",
+                   "mean_units_per_step": sum(r["units"] for r in records)
+                   / max(1, len(records)),
+                   "mean_examples_per_step": sum(r["examples"] for r in records)
+                   / max(1, len(records)),
+                   "empty_steps": sum(1 for r in records if r["examples"] == 0),
+                   "clipped_share_mean": sum(r["clipped_share"] for r in records)
+                   / max(1, len(records)),
+                   "snr_first": snrs[0] if snrs else None,
+                   "snr_last": snrs[-1] if snrs else None,
+                   "train_seconds": round(train_seconds, 1),
+                   "wall_seconds": round(time.time() - t0, 1)},
+        "inputs_sha256": hashes,
+        "tool_versions": tool_versions("fairseq-fixed", "torch", "opacus", "fastbpe",
+                                       "sacremoses"),
+    })
+    write_json(os.path.join(out, "privacy.json"), privacy)
+    write_json(os.path.join(out, MANIFEST), {
+        "kind": "nmtfrag-finetuned-model", "dp": True,
+        "model_files": ["model.pt", f"dict.{src_lang}.txt", f"dict.{tgt_lang}.txt",
+                        "bpecodes"],
+        "shareable": "every file here except owner/",
+        "owner_only": [f"{OWNER_DIR}/{MANIFEST}", f"{OWNER_DIR}/train.log"],
+        "params": public_params, "privacy": privacy,
+        "randomness": seed.public_record()})
+    return {"out": out, "num_updates": steps, "noise_multiplier": sigma,
+            "epsilon": training["epsilon"], "delta": config.delta,
+            "epsilon_total": total["epsilon"], "valid_loss_before": before,
+            "valid_loss_after": after}
