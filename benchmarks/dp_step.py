@@ -1,24 +1,22 @@
-"""Time and peak memory of one DP-SGD step vs one non-private step (same model, batch).
+"""Time and peak memory of one DP-SGD step vs one non-private step, per trained set.
 
-The DP step (nmtfrag.dp.sgd.DPSGD: exact per-example gradients through opacus hooks,
-per-example clipping, accumulation, Gaussian noise, AdamW) and the non-private step
-(summed loss, backward, AdamW) run on the same batch of real sentence pairs; the DP step
-is also measured with the tied embedding matrices frozen (--dp-freeze-embeddings).
-Each mode runs in a fresh subprocess (one torch thread) so its peak RSS is its own;
-"step memory" is the peak RSS minus the RSS after loading the model. Target: DP step
-time ≤ 2.0× the non-private step.
+For each trained-parameter set (--dp-params: all, lora, bias, decoder; nmtfrag.trainable)
+the DP step (nmtfrag.dp.sgd.DPSGD: exact per-example gradients through opacus hooks,
+per-example clipping, accumulation, Gaussian noise, AdamW) and the non-private step of
+the same set (summed loss, backward, AdamW) run on the same batch of real sentence
+pairs. Each measurement runs in a fresh subprocess (one torch thread on CPU) so its peak
+RSS is its own; "step memory" is peak RSS minus RSS after loading. Prints, per set, the
+DP/non-private time ratio (target with LoRA: ≤ 1.3×) and the ratio to a non-private step
+of the whole model.
 
-    python3 benchmarks/dp_step.py [--model ../shared/models/generic-deen-small]
-        [--corpus ../shared/data/indomain/EMEA/train] [--batch 32] [--repeats 3]
+    python3 benchmarks/dp_step.py --model MODEL_DIR --corpus PREFIX (PREFIX.de/.en)
+        [--dp-params all,lora] [--device cpu|cuda] [--batch 32] [--repeats 3]
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.path.join(HERE, "..", "..", "shared")
 
 CHILD = r"""
 import json, os, resource, sys, time
@@ -28,10 +26,11 @@ torch.set_num_threads(1)
 import fastBPE
 from fairseq import checkpoint_utils
 from fairseq.data import LanguagePairDataset
+from nmtfrag import trainable
 from nmtfrag.dp import fairseq_opacus, sgd
 
 cfg = json.loads(sys.argv[1])
-model_dir, mode = cfg["model"], cfg["mode"]
+model_dir, mode, device = cfg["model"], cfg["mode"], torch.device(cfg["device"])
 models, _, task = checkpoint_utils.load_model_ensemble_and_task(
     [os.path.join(model_dir, "model.pt")],
     arg_overrides={"data": model_dir, "source_lang": "de", "target_lang": "en"})
@@ -46,11 +45,9 @@ sd, td = task.source_dictionary, task.target_dictionary
 S = [sd.encode_line(x, add_if_not_exist=False).long() for x in bpe.apply(src)]
 T = [td.encode_line(x, add_if_not_exist=False).long() for x in bpe.apply(tgt)]
 ds = LanguagePairDataset(S, [len(s) for s in S], sd, T, [len(t) for t in T], td)
-batch = ds.collater([ds[i] for i in range(len(S))])
-if mode == "dp_frozen":
-    for name, p in model.named_parameters():
-        if "embed_tokens" in name or "output_projection" in name:
-            p.requires_grad_(False)
+batch = sgd.to_device(ds.collater([ds[i] for i in range(len(S))]), device)
+trainable.apply(model, trainable.TrainableSet(cfg["params"]))
+model.to(device)
 params = [p for p in model.parameters() if p.requires_grad]
 opt = torch.optim.AdamW(params, lr=1e-5)
 def rss_mb():
@@ -68,9 +65,12 @@ else:
                    expected_batch_size=len(S), label_smoothing=0.1)
     def step():
         dp.accumulate(batch); dp.step()
+def sync():
+    if device.type == "cuda":
+        torch.cuda.synchronize()
 times = []
 for k in range(cfg["repeats"] + 1):  # the first is a warm-up
-    t0 = time.perf_counter(); step(); times.append(time.perf_counter() - t0)
+    sync(); t0 = time.perf_counter(); step(); sync(); times.append(time.perf_counter() - t0)
 times = sorted(times[1:])
 print(json.dumps({"mode": mode, "seconds": times[len(times) // 2], "all": times,
                   "tokens": int(batch["ntokens"]), "src_shape": list(batch["net_input"]["src_tokens"].shape),
@@ -80,10 +80,10 @@ print(json.dumps({"mode": mode, "seconds": times[len(times) // 2], "all": times,
 """
 
 
-def measure(mode, args):
+def measure(mode, params, args):
     env = dict(os.environ, OMP_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
     cfg = {"model": args.model, "corpus": args.corpus, "batch": args.batch,
-           "repeats": args.repeats, "mode": mode}
+           "repeats": args.repeats, "mode": mode, "params": params, "device": args.device}
     out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], check=True,
                          capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -91,28 +91,38 @@ def measure(mode, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=os.path.join(SHARED, "models", "generic-deen-small"))
-    ap.add_argument("--corpus", default=os.path.join(SHARED, "data", "indomain", "EMEA", "train"))
+    ap.add_argument("--model", required=True, help="model dir (WMT19 layout)")
+    ap.add_argument("--corpus", required=True,
+                    help="parallel file prefix (PREFIX.de, PREFIX.en), BPE applied here")
+    ap.add_argument("--dp-params", default="all,lora",
+                    help="comma-separated trained sets to measure (default all,lora)")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    res = {m: measure(m, args) for m in ("plain", "dp", "dp_frozen")}
-    base = res["plain"]
-    print(f"model {os.path.abspath(args.model)}, batch {args.batch} pairs "
-          f"({base['tokens']} target tokens, source {base['src_shape']}), 1 thread, "
-          f"median of {args.repeats}")
-    print(f"{'step':<12}{'seconds':>9}{'time ratio':>12}{'step MB':>10}{'mem ratio':>11}"
-          f"{'peak RSS MB':>13}{'trainable':>12}")
-    base_mem = base["peak_rss_mb"] - base["rss_after_load_mb"]
-    for m, r in res.items():
-        mem = r["peak_rss_mb"] - r["rss_after_load_mb"]
-        print(f"{m:<12}{r['seconds']:>9.3f}{r['seconds'] / base['seconds']:>12.2f}"
-              f"{mem:>10.0f}{mem / base_mem:>11.2f}{r['peak_rss_mb']:>13.0f}"
-              f"{r['trainable']:>12}")
-    ratio = res["dp"]["seconds"] / base["seconds"]
-    print(f"DP/non-private time ratio {ratio:.2f} (target ≤ 2.0: "
-          f"{'met' if ratio <= 2.0 else 'NOT met'}); with frozen embeddings "
-          f"{res['dp_frozen']['seconds'] / base['seconds']:.2f}")
+    sets = [s.strip() for s in args.dp_params.split(",") if s.strip()]
+    full = measure("plain", "all", args)
+    res = {}
+    for kind in sets:
+        res[kind] = {"plain": full if kind == "all" else measure("plain", kind, args),
+                     "dp": measure("dp", kind, args)}
+    print(f"model {args.model}, batch {args.batch} pairs ({full['tokens']} target tokens, "
+          f"source {full['src_shape']}), device {args.device}, "
+          f"{'1 thread, ' if args.device == 'cpu' else ''}median of {args.repeats}")
+    print(f"{'set':<9}{'step':<7}{'seconds':>9}{'step MB':>9}{'trainable':>12}"
+          f"{'DP/non-private':>16}{'vs full non-private':>21}")
+    for kind, r in res.items():
+        for mode in ("plain", "dp"):
+            m = r[mode]
+            mem = m["peak_rss_mb"] - m["rss_after_load_mb"]
+            same = m["seconds"] / r["plain"]["seconds"]
+            print(f"{kind:<9}{mode:<7}{m['seconds']:>9.3f}{mem:>9.0f}{m['trainable']:>12}"
+                  f"{same:>16.2f}{m['seconds'] / full['seconds']:>21.2f}")
+    for kind, r in res.items():
+        ratio = r["dp"]["seconds"] / r["plain"]["seconds"]
+        target = " (target ≤ 1.3: " + ("met)" if ratio <= 1.3 else "NOT met)") \
+            if kind == "lora" else ""
+        print(f"DP/non-private step time, {kind}: {ratio:.2f}{target}")
 
 
 if __name__ == "__main__":
