@@ -23,8 +23,12 @@ Why each piece:
   unit's gradient is the sum of its pairs' gradients, clipped once; Poisson sampling
   picks units, and the accountant counts units. Pairs of one unit may span physical
   batches: their sums stay open until the unit's last pair is processed.
-- One process, one device (CPU or one CUDA GPU): the noise is added once (no per-shard
-  noise to account for); noise is drawn on the CPU, so runs match across devices.
+- One or several processes (torch.distributed: gloo on CPU, nccl on GPUs): every
+  process draws the same Poisson sample and the same noise (rank 0's secret seed is
+  broadcast), clips its share of the physical batches, and the clipped sums are
+  all-reduced before the noise is added once; so the accountant sees one logical batch
+  per step, exactly as in one process. Noise is drawn on the CPU, so runs match across
+  devices.
 - Secret randomness: Poisson sampling and noise are seeded from the operating system's
   cryptographic source (nmtfrag.randomness); with a known seed the mechanism is
   deterministic and ε means nothing, so `--seed` is an opt-in marked not private.
@@ -59,6 +63,32 @@ def physical_batches(indices, physical_batch, sizes=None):
     if sizes is not None:
         idx.sort(key=lambda i: (sizes[i], i))
     return [idx[k:k + physical_batch] for k in range(0, len(idx), physical_batch)]
+
+
+def distributed_group():
+    """(rank, world size) of the torch.distributed group, or (0, 1) without one."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def shared_generators(seed):
+    """(numpy rng for sampling, torch generator for noise), identical on every process:
+    a secret seed is drawn once on rank 0 and broadcast (it never leaves memory)."""
+    import secrets
+
+    if seed.reproducible:
+        a = b = seed.value
+    else:
+        draws = torch.tensor([secrets.randbits(62), secrets.randbits(62)], dtype=torch.int64)
+        if distributed_group()[1] > 1:
+            import torch.distributed as dist
+
+            dist.broadcast(draws, src=0)
+        a, b = int(draws[0]), int(draws[1])
+    return np.random.default_rng(a), torch.Generator().manual_seed(b)
 
 
 def unit_batches(picked, units, physical_batch, sizes):
@@ -176,11 +206,21 @@ class DPSGD:
             self.example_stats[u] = (loss, norm, norm * factor)
 
     def _step_counts(self):
-        """The step's statistics: pairs and units seen, mean loss, share clipped."""
+        """The step's statistics (pairs and units seen, mean loss, share clipped), summed
+        over processes; the clipped gradient sums are summed over processes too."""
         stats = self.example_stats.values()
-        units, loss = len(self.example_stats), sum(v[0] for v in stats)
-        clipped = sum(1 for v in stats if v[1] > self.max_grad_norm)
-        return {"examples": self.n_examples, "units": units,
+        counts = torch.tensor([self.n_examples, len(self.example_stats),
+                               sum(v[0] for v in stats),
+                               sum(1 for v in stats if v[1] > self.max_grad_norm)],
+                              dtype=torch.float64)
+        if distributed_group()[1] > 1:
+            import torch.distributed as dist
+
+            for s in self.summed:
+                dist.all_reduce(s)
+            dist.all_reduce(counts)
+        examples, units, loss, clipped = counts.tolist()
+        return {"examples": int(examples), "units": int(units),
                 "mean_loss": loss / max(1, units), "clipped_share": clipped / max(1, units)}
 
     def noise(self):
@@ -225,7 +265,8 @@ def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_
     dp = DPSGD(model, opt, max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier,
                expected_batch_size=rate_of_step(0) * n, seed=seed,
                label_smoothing=label_smoothing, pad_idx=pad)
-    rng = seed.numpy_rng()
+    rng, dp.generator = shared_generators(seed)
+    rank, world = distributed_group()
     sizes = dataset.src_sizes + (dataset.tgt_sizes if dataset.tgt_sizes is not None else 0)
     history, records = [], []
     model.train()
@@ -235,10 +276,11 @@ def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_
         t0 = time.time()
         idx = poisson_indices(n, q, rng)
         if units is None:
-            for chunk in physical_batches(idx, physical_batch, sizes):
+            for chunk in physical_batches(idx, physical_batch, sizes)[rank::world]:
                 dp.accumulate(dataset.collater([dataset[i] for i in chunk]))
-        else:
-            for chunk, unit_of in unit_batches(idx, units, physical_batch, sizes):
+        else:  # each process takes whole units
+            for chunk, unit_of in unit_batches(idx[rank::world], units, physical_batch,
+                                               sizes):
                 dp.accumulate(dataset.collater([dataset[i] for i in chunk]), unit_of)
                 dp.close_units(keep=unit_of[chunk[-1]])
         rec = dp.step()
