@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nmtfrag.dp import sgd
-from test_dp_sgd import tiny  # noqa: F401 (fixture)
+from test_dp_sgd import tiny, tiny_dir  # noqa: F401 (fixtures)
 
 STEPS, RATE = 3, 0.5
 
@@ -77,3 +77,30 @@ def test_secret_randomness_is_shared_by_the_processes(tiny, tmp_path):
     sgd.train_dp(single, tiny[1], **_train_kwargs(seed=3))
     assert any(not torch.allclose(r0["params"][n], p.detach(), atol=1e-6)
                for n, p in single.named_parameters())
+
+
+def test_finetune_dp_in_two_processes_from_the_command_line(tiny_dir, capsys):
+    """`nmtfrag finetune --dp --world-size 2` (gloo): the same ε and certificate as one
+    process, a loadable model, and one train.log line per step."""
+    import json
+
+    from nmtfrag.cli import main
+    from test_dp_sgd import _argv
+
+    root, base = tiny_dir
+    common = ["--noise-multiplier", "1.0", "--delta", "1e-3", "--logical-batch", "30",
+              "--physical-batch", "8", "--dp-steps", "2", "--dp-params", "lora",
+              "--lora-rank", "2"]
+    assert main(_argv(root, base, "dp1", *common)) == 0
+    assert main(_argv(root, base, "dp2", *common, "--world-size", "2")) == 0
+    t1 = json.loads((root / "dp1" / "privacy.json").read_text())["training"]
+    t2 = json.loads((root / "dp2" / "privacy.json").read_text())["training"]
+    assert t2["processes"] == 2 and t1["processes"] == 1
+    assert t2["epsilon"] == pytest.approx(t1["epsilon"]) and t2["history"] == t1["history"]
+    assert len((root / "dp2" / "owner" / "train.log").read_text().splitlines()) == 2
+    from nmtfrag.model_dir import load_state
+    s1 = load_state(str(root / "dp1" / "model.pt"))["model"]
+    s2 = load_state(str(root / "dp2" / "model.pt"))["model"]
+    assert set(s1) == set(s2) and not any("lora_" in k for k in s2)
+    base_state = load_state(f"{base}/model.pt")["model"]
+    assert any(not torch.equal(s2[k].float(), base_state[k].float()) for k in s2)

@@ -314,7 +314,7 @@ def test_example_losses_sum_to_fairseq_criterion(tiny):
     assert float(ours.sum()) == pytest.approx(float(ref), rel=1e-5)
 
 
-def test_dp_device_choice_and_multi_device_refusal():
+def test_dp_device_choice_and_process_count():
     import argparse
 
     import torch
@@ -326,11 +326,16 @@ def test_dp_device_choice_and_multi_device_refusal():
     if not torch.cuda.is_available():
         with pytest.raises(InputError, match="no CUDA device"):
             engine.dp_device("cuda")
-    args = argparse.Namespace(update_freq=1, fp16=False, resume=False, gpus=4)
-    with pytest.raises(InputError, match="one device"):
+    args = argparse.Namespace(update_freq=1, fp16=False, resume=False, gpus=4,
+                              world_size=2, device="cuda")
+    with pytest.raises(InputError, match="disagree"):
         cli_args.check_compatible(args)
-    args.gpus = 1
-    cli_args.check_compatible(args)  # a single device is fine
+    args.world_size = None
+    cli_args.check_compatible(args)
+    assert cli_args.world_size(args) == 4  # one process per GPU
+    args.gpus, args.world_size, args.device = 1, 3, "cpu"
+    cli_args.check_compatible(args)
+    assert cli_args.world_size(args) == 3
 
 
 def test_to_device_moves_every_tensor():

@@ -68,6 +68,11 @@ def add_arguments(parser):
                    help="train on each distinct sentence pair once: the privacy unit "
                         "becomes one distinct pair (without it, a pair repeated k times "
                         "is protected only as a group of k)")
+    g.add_argument("--world-size", type=int, default=None, metavar="N",
+                   help="DP-SGD in N processes through torch.distributed (gloo on CPU; on "
+                        "CUDA one GPU each, as --gpus N): each clips its share of the "
+                        "logical batch, the clipped sums are all-reduced and the noise is "
+                        "added once, so ε is that of one process")
     g.add_argument("--dp-valid-every", type=int, default=0, metavar="STEPS",
                    help="validation loss every STEPS noisy steps (default: only at the end)")
 
@@ -108,9 +113,19 @@ def check_compatible(args):
     if getattr(args, "resume", False):
         raise InputError("--resume is not supported with --dp (the privacy accountant "
                          "would restart); start again with --overwrite")
-    if getattr(args, "gpus", 1) not in (None, 0, 1):
-        raise InputError("--dp runs in one process on one device (CPU or one GPU), so the "
-                         "noise is added once; multi-device DP training is not implemented")
+    gpus, world = getattr(args, "gpus", 1) or 1, getattr(args, "world_size", None)
+    if gpus > 1 and world not in (None, gpus):
+        raise InputError(f"--gpus {gpus} and --world-size {world} disagree")
+    if gpus > 1 and getattr(args, "device", None) == "cpu":
+        raise InputError("--gpus with --device cpu: use --world-size N for CPU processes")
+
+
+def world_size(args):
+    """Processes for DP-SGD: --world-size, else --gpus (one process per GPU)."""
+    n = getattr(args, "world_size", None) or getattr(args, "gpus", 1) or 1
+    if n < 1:
+        raise InputError(f"--world-size must be ≥ 1, got {n}")
+    return n
 
 
 def config_from_args(args):
@@ -127,7 +142,7 @@ def config_from_args(args):
         checkpoint=args.checkpoint, tags=bool(args.tags), dropout=args.dropout,
         label_smoothing=args.label_smoothing, device=args.device, threads=args.threads,
         overwrite=args.overwrite, keep_work=args.keep_work, quiet=args.quiet,
-        log_interval=args.log_interval)
+        log_interval=args.log_interval, world_size=world_size(args))
     config = DPConfig(
         delta=args.delta, target_epsilon=args.target_epsilon,
         noise_multiplier=args.noise_multiplier, max_grad_norm=args.max_grad_norm,

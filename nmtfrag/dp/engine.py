@@ -17,6 +17,7 @@ and OUT/owner/ (never to be shared): the owner's manifest (paths, hashes, exact 
 validation losses, seed) and train.log (per-step non-private statistics). The private work
 dir holding the corpus lives in the system's temp dir, never inside OUT.
 """
+import functools
 import json
 import math
 import os
@@ -103,6 +104,7 @@ class FineTuneJob:
     keep_work: bool = False
     quiet: bool = False
     log_interval: int = 50
+    world_size: int = 1      # processes (torch.distributed: gloo on CPU, nccl on GPUs)
 
 
 def dp_device(device=None):
@@ -183,6 +185,88 @@ def units_of_rows(train_lines, documents):
     return list(groups.values())
 
 
+class StepLog:
+    """One JSON line per noisy step into the owner-only train.log, and a progress line on
+    stderr every `interval` steps. A class, not a closure, so spawned processes get it."""
+
+    def __init__(self, path, steps, interval=50, quiet=False):
+        self.path, self.steps, self.interval, self.quiet = path, steps, interval, quiet
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+
+    def __call__(self, rec):
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(rec) + "\n")
+        if not self.quiet and (rec["step"] % self.interval == 0 or rec["step"] == 1):
+            print(f"dp step {rec['step']}/{self.steps}: {rec['examples']} pairs, "
+                  f"loss/pair {rec['mean_loss']:.2f}, SNR {rec['snr']:.3f}, "
+                  f"{rec['seconds']:.1f}s", file=sys.stderr)
+
+
+def rate_at(segments, n, step):
+    """Poisson sampling rate of a step: the scheduled logical batch over n units."""
+    from .schedule import batch_at
+
+    return batch_at(segments, step) / n
+
+
+def run_training(model, dataset, units, train_kwargs, *, world_size, device, work,
+                 threads=None):
+    """train_dp in this process, or in `world_size` processes through torch.distributed
+    (torch.multiprocessing.spawn; gloo on CPU, nccl with one GPU per process). Returns
+    (records, history); `model` holds the trained weights afterwards."""
+    from .sgd import train_dp
+
+    if world_size <= 1:
+        records, history, _ = train_dp(model, dataset, units=units, **train_kwargs)
+        return records, history
+    import torch
+    import torch.multiprocessing as mp
+
+    if device.type == "cuda" and torch.cuda.device_count() < world_size:
+        raise InputError(f"{world_size} processes on CUDA need {world_size} GPUs; "
+                         f"{torch.cuda.device_count()} found")
+    result = os.path.join(work, "dp-result.pt")
+    mp.spawn(_worker, nprocs=world_size, join=True,
+             args=(world_size, os.path.join(work, "dist-init"), model.cpu(), dataset, units,
+                   train_kwargs, device.type, threads, result))
+    out = torch.load(result, weights_only=False)
+    os.unlink(result)
+    model.load_state_dict(out["state"])
+    return out["records"], out["history"]
+
+
+def _worker(rank, world_size, init_file, model, dataset, units, train_kwargs, device_type,
+            threads, result):
+    """One DP-SGD process; rank 0 logs and saves the trained weights for the parent."""
+    import copy
+
+    import torch
+    import torch.distributed as dist
+
+    from . import fairseq_opacus
+    from .sgd import train_dp
+
+    if threads:
+        torch.set_num_threads(threads)
+    dist.init_process_group("nccl" if device_type == "cuda" else "gloo",
+                            init_method=f"file://{init_file}", rank=rank,
+                            world_size=world_size)
+    try:
+        # spawn hands CPU tensors over in shared memory: every process needs its own
+        model = copy.deepcopy(model)
+        if device_type == "cuda":
+            torch.cuda.set_device(rank)
+            model = model.to(torch.device("cuda", rank))
+        kwargs = dict(train_kwargs, log=train_kwargs["log"] if rank == 0 else None)
+        records, history, _ = train_dp(model, dataset, units=units, **kwargs)
+        if rank == 0:
+            fairseq_opacus.restore_model(model)
+            torch.save({"state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+                        "records": records, "history": history}, result)
+    finally:
+        dist.destroy_process_group()
+
+
 def base_model_privacy(model_dir):
     """What a base model already spent: (vocabulary entry, earlier DP trainings, note).
 
@@ -240,6 +324,12 @@ def _count_lines(path):
         return sum(1 for _ in f)
 
 
+def _valid_bits(dataset, label_smoothing, model):
+    from .sgd import valid_loss
+
+    return valid_loss(model, dataset, label_smoothing=label_smoothing) / math.log(2)
+
+
 def dp_finetune(job: FineTuneJob, config: DPConfig):
     """DP-SGD fine-tuning of `job.model` on `job.train`; writes a model dir to `job.out`.
     Returns a summary dict (also printed as JSON by the CLI)."""
@@ -256,8 +346,8 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
     from ..model_dir import (grow_state, load_state, save_state, validate_model_dir,
                              write_dict_with, write_model_dir)
     from ..randomness import resolve_seed
-    from . import accounting, fairseq_opacus, schedule
-    from .sgd import train_dp, valid_loss
+    from . import accounting, fairseq_opacus
+    from .sgd import DPSGD, valid_loss
 
     config.check()
     if job.threads:
@@ -326,41 +416,29 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                                          seed=seed.value if seed.reproducible else 0)
         model = model.to(device)
         fairseq_opacus.prepare_model(model)  # refuses unsupported layers before training
-
-        def rate_of_step(t):
-            return schedule.batch_at(segs, t) / n
-
         ls = job.label_smoothing
         before = valid_loss(model, valid_ds, label_smoothing=ls) / math.log(2)
-        log_f = open(os.open(owner_path(out, "train.log"),
-                             os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-                     "w", encoding="utf-8")
-        interval = max(1, job.log_interval or 50)
-
-        def log(rec):
-            log_f.write(json.dumps(rec) + "\n")
-            log_f.flush()
-            if not job.quiet and (rec["step"] % interval == 0 or rec["step"] == 1):
-                print(f"dp step {rec['step']}/{steps}: {rec['examples']} pairs, "
-                      f"loss/pair {rec['mean_loss']:.2f}, SNR {rec['snr']:.3f}, "
-                      f"{rec['seconds']:.1f}s", file=sys.stderr)
+        log = StepLog(owner_path(out, "train.log"), steps, max(1, job.log_interval or 50),
+                      job.quiet)
 
         print(f"DP-SGD: n={n} {config.unit}s, {steps} noisy steps, σ={sigma:.4f}, "
               f"C={config.max_grad_norm}, logical batch {segs}, physical batch "
               f"{config.physical_batch}, trained parameters {config.params.kind} "
-              f"({n_trainable}), randomness {seed.source}", file=sys.stderr)
+              f"({n_trainable}), {job.world_size} process(es), randomness {seed.source}",
+              file=sys.stderr)
         t_train = time.time()
-        try:
-            records, history, dp = train_dp(
-                model, train_ds, steps=steps, rate_of_step=rate_of_step,
-                noise_multiplier=sigma, max_grad_norm=config.max_grad_norm,
-                physical_batch=config.physical_batch, lr=config.lr,
-                weight_decay=config.weight_decay, seed=seed, label_smoothing=ls,
-                log=log, valid_fn=(lambda m: valid_loss(m, valid_ds, label_smoothing=ls)
-                                   / math.log(2)),
-                valid_every=config.valid_every, units=units)
-        finally:
-            log_f.close()
+        train_kwargs = dict(
+            steps=steps, rate_of_step=functools.partial(rate_at, segs, n),
+            noise_multiplier=sigma, max_grad_norm=config.max_grad_norm,
+            physical_batch=config.physical_batch, lr=config.lr,
+            weight_decay=config.weight_decay, seed=seed, label_smoothing=ls, log=log,
+            valid_fn=(None if job.world_size > 1 else functools.partial(_valid_bits,
+                                                                         valid_ds, ls)),
+            valid_every=config.valid_every)
+        records, history = run_training(model, train_ds, units, train_kwargs,
+                                        world_size=job.world_size, device=device,
+                                        work=work, threads=job.threads)
+        model = model.to(device)
         train_seconds = time.time() - t_train
         after = valid_loss(model, valid_ds, label_smoothing=ls) / math.log(2)
         fairseq_opacus.restore_model(model)
@@ -380,7 +458,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                 "unit": unit_text(config), "privacy_unit": config.unit,
                 "trained_parameters": dict(config.params.public_record(),
                                            count=n_trainable),
-                "clipping": dp.clipping_method,
+                "clipping": DPSGD.clipping_method, "processes": job.world_size,
                 "accountant": config.accountant,
                 "epsilon": eps[config.accountant], "epsilon_all_accountants": eps,
                 "delta": config.delta, "noise_multiplier": sigma,
