@@ -46,6 +46,8 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..corpus import validate_parallel
 from ..errors import InputError
 from ..fileio import MANIFEST, read_json, sha256_file
@@ -165,54 +167,117 @@ def _contains(big, small):
     return any(big[i:i + n] == small for i in range(len(big) - n + 1))
 
 
-HEAVY = 32  # candidate lists longer than this are split by source token on first use
 MAX_SCAN = 1000  # more candidates than this sharing a source token: an unresolvable repeat
+CHUNK = 1 << 20  # candidate pairs examined per numpy batch (bounds the memory)
 
 
-def _build_index(frags, lmax, right):
-    """right=True: target prefixes (for successors); False: suffixes (predecessors).
-
-    index[o][o-gram] → ids of fragments whose target is longer than o and starts (ends)
-    with that o-gram.
-    """
-    index = {o: {} for o in range(1, lmax)}
-    for i, (_, t) in enumerate(frags):
-        lt = len(t)
-        for o in range(1, lt):
-            index[o].setdefault(t[:o] if right else t[lt - o:], []).append(i)
-    return index
+def _padded(seqs, fill):
+    """Token tuples as one (n, width) int32 array padded with `fill`, plus their lengths:
+    the overlap search below runs on whole arrays, not on one fragment at a time."""
+    lens = np.fromiter((len(x) for x in seqs), dtype=np.int32, count=len(seqs))
+    width = int(lens.max()) if len(seqs) else 1
+    out = np.full((len(seqs), width), fill, dtype=np.int32)
+    for n in np.unique(lens):
+        ids = np.nonzero(lens == n)[0]
+        out[ids, :n] = np.array([seqs[i] for i in ids], dtype=np.int32).reshape(len(ids), n)
+    return out, lens
 
 
-class _Candidates:
-    """Candidate lookup; a long list ("of the" …) is split by source token once, since
-    a candidate must share at least one source token with the fragment anyway."""
-
-    def __init__(self, frags, index):
-        self.frags, self.index, self.split = frags, index, {}
-
-    def get(self, o, key, src):
-        lst = self.index[o].get(key)
-        if lst is None:
-            return ()
-        if len(lst) <= HEAVY:
-            return lst
-        by_tok = self.split.get((o, key))
-        if by_tok is None:
-            by_tok = {}
-            for i in lst:
-                for tok in set(self.frags[i][0]):
-                    by_tok.setdefault(tok, []).append(i)
-            self.split[(o, key)] = by_tok
-        toks = set(src)
-        if len(toks) == 1:
-            return by_tok.get(next(iter(toks)), ())
-        seen = set()
-        for tok in toks:
-            seen.update(by_tok.get(tok, ()))
-        return seen
+def _gram_ids(rows_tok):
+    """One integer per row of a (k, o) token array, equal iff the rows are equal (a dense
+    rank built column by column, so it never overflows whatever the vocabulary size)."""
+    ids = rows_tok[:, 0].astype(np.int64)
+    for k in range(1, rows_tok.shape[1]):
+        ids = np.unique(ids * (int(rows_tok[:, k].max()) + 1) + rows_tok[:, k],
+                        return_inverse=True)[1].astype(np.int64)
+    return ids
 
 
-def _best_neighbours(frags, index, lmax, min_overlap, right, progress=None, mult=None,
+def _ends(T, lt, ids, o, suffix):
+    """The o-word prefix (or suffix) of the targets `ids`, as a (len(ids), o) array."""
+    if not suffix:
+        return T[ids, :o]
+    return T[ids[:, None], lt[ids, None] - o + np.arange(o)]
+
+
+def _shares_token(sa, sb):
+    """Rows whose sources share at least one token (pads differ: -1 in sa, -2 in sb)."""
+    m = np.zeros(len(sa), dtype=bool)
+    for p in range(sa.shape[1]):
+        for q in range(sb.shape[1]):
+            m |= sa[:, p] == sb[:, q]
+    return m
+
+
+def _placements(sa, la, sb, lb):
+    """`_placement` on many pairs at once: (ok, offset) arrays. Same rules: exactly one
+    offset at which the sources overlap and agree, and no word outside the overlap in
+    both. sa is padded with -1 and sb with -2, so a pad never equals a word."""
+    count = np.zeros(len(sa), dtype=np.int8)
+    found = np.zeros(len(sa), dtype=np.int32)
+    for d in range(-(sb.shape[1] - 1), sa.shape[1]):
+        m = np.maximum(0, d) < np.minimum(la, d + lb)  # they overlap at offset d
+        for p in range(max(0, d), min(sa.shape[1], sb.shape[1] + d)):
+            q = p - d
+            m &= (sa[:, p] == sb[:, q]) | (p >= la) | (q >= lb)
+        count += m
+        found[m] = d
+    ok = count == 1
+    lo = np.maximum(0, found)
+    hi = np.minimum(la, found + lb)
+    for p in range(sa.shape[1]):
+        out_a = (p < lo) | (p >= hi)
+        for q in range(sb.shape[1]):
+            out_b = (q < lo - found) | (q >= hi - found)
+            ok &= ~(out_a & out_b & (sa[:, p] == sb[:, q]))
+    return ok, found
+
+
+def _agree(frags, comp, right):
+    """Best of the compatible candidates `comp` [(b, offset)] if they all agree (targets
+    nested from the overlap on, sources agreeing position by position once placed), else
+    None. Order-independent: agreement is pairwise, the best is a maximum."""
+    ref, pos, best, best_key = None, {}, None, None
+    for b, d in comp:
+        sb, tb = frags[b]
+        if ref is None:
+            ref = tb
+        short, long_ = (tb, ref) if len(tb) <= len(ref) else (ref, tb)
+        if (long_[:len(short)] if right else long_[len(long_) - len(short):]) != short:
+            return None
+        ref = long_
+        for k, tok in enumerate(sb):
+            if pos.setdefault(d + k, tok) != tok:
+                return None
+        k = (len(tb), len(sb), -b)
+        if best_key is None or k > best_key:
+            best, best_key = (b, d), k
+    return best
+
+
+def _heavy_capped(S, b_ids, b_key, a_ids, a_key):
+    """For fragments a whose candidate list is long: True where some source token of a
+    is carried by more than MAX_SCAN candidates (a lower bound on the candidates sharing
+    a source token, so the overlap is certainly given up), without pairing them."""
+    vs = int(S.max()) + 2
+    # distinct (candidate, token), then how many candidates per (key, token)
+    rows = np.repeat(np.arange(len(b_ids)), S.shape[1])
+    toks = S[b_ids].ravel()
+    valid = toks >= 0
+    rows, toks = rows[valid], toks[valid]
+    pair = np.unique(rows.astype(np.int64) * vs + toks)
+    rows, toks = pair // vs, pair % vs
+    kt, cnt = np.unique(b_key[rows] * vs + toks, return_counts=True)
+    best = np.zeros(len(a_ids), dtype=np.int64)
+    for p in range(S.shape[1]):
+        q = a_key * vs + S[a_ids, p]
+        j = np.minimum(np.searchsorted(kt, q), len(kt) - 1)
+        hit = (kt[j] == q) & (S[a_ids, p] >= 0)
+        best = np.maximum(best, np.where(hit, cnt[j], 0))
+    return best > MAX_SCAN
+
+
+def _best_neighbours(frags, arrays, lmax, min_overlap, right, progress=None, mult=None,
                      guessed=None):
     """For each fragment: (neighbour id, source offset of the neighbour, overlap) or None.
 
@@ -220,66 +285,95 @@ def _best_neighbours(frags, index, lmax, min_overlap, right, progress=None, mult
     must agree with each other (targets nested from the overlap on, sources agreeing
     position by position once placed); the first disagreement makes the fragment's
     neighbour undefined, whatever the order the candidates are seen in. More than
-    MAX_SCAN candidates at one overlap is a repeat too common to resolve: undefined too
-    (this keeps the attack near-linear in the release size).
+    MAX_SCAN candidates sharing a source token at one overlap is a repeat too common to
+    resolve: undefined too (this keeps the attack near-linear in the release size).
+
+    All fragments are searched together, one overlap length at a time (longest first):
+    the candidate pairs of the fragments still unresolved are formed by joining target
+    ends on integer o-gram ids, and filtered with numpy in batches of CHUNK pairs.
 
     Greedy mode (`mult` given: the fragments' multiplicities): a disagreement is resolved
     by frequency instead (`greedy.most_frequent`), and the fragment's id is added to `guessed`.
     """
-    out = [None] * len(frags)
-    cands = _Candidates(frags, index)
+    S, ls, T, lt = arrays
+    Sb = np.where(S < 0, -2, S)  # candidate side padded differently: pads never match
+    n = len(frags)
+    out = [None] * n
+    active = np.ones(n, dtype=bool)
     greedy = mult is not None
-    for a, (sa, ta) in enumerate(frags):
-        la = len(ta)
-        for o in range(min(la - 1, lmax - 1), min_overlap - 1, -1):
-            key = ta[la - o:] if right else ta[:o]
-            best, best_key, ref, pos, found, ok = None, None, None, None, False, True
-            compatible = []
-            cand = cands.get(o, key, sa)
-            if len(cand) > MAX_SCAN:
-                break  # e.g. "of the" after "der": treated as ambiguous, never resolved
-            for b in cand:
-                if b == a:
-                    continue
-                sb, tb = frags[b]
-                d = _placement(sa, sb)
-                if d is None:
-                    continue
-                if greedy:
-                    compatible.append((b, d))
-                    if not ok:
-                        continue
-                if not found:
-                    found, ref, pos = True, tb, {}
-                # targets: all continue the same way from the overlap on
-                short, long_ = (tb, ref) if len(tb) <= len(ref) else (ref, tb)
-                if (long_[:len(short)] if right else long_[len(long_) - len(short):]) != short:
-                    ok = False
-                    if greedy:
-                        continue
-                    break
-                ref = long_
-                for k, tok in enumerate(sb):
-                    if pos.setdefault(d + k, tok) != tok:
-                        ok = False
-                        break
-                if not ok:
-                    if greedy:
-                        continue
-                    break
-                k = (len(tb), len(sb), -b)
-                if best_key is None or k > best_key:
-                    best, best_key = (b, d, o), k
-            if found:
-                if ok:
-                    out[a] = best
-                elif greedy:
-                    out[a] = most_frequent(frags, mult, compatible, o, right)
-                    guessed.add(a)
-                break
-        if progress is not None:
-            progress.update(1)
+    for o in range(lmax - 1, min_overlap - 1, -1):
+        a_ids = np.nonzero(active & (lt > o))[0]
+        b_ids = np.nonzero(lt > o)[0]
+        if not len(a_ids) or not len(b_ids):
+            continue
+        ids = _gram_ids(np.concatenate([_ends(T, lt, a_ids, o, right),
+                                        _ends(T, lt, b_ids, o, not right)]))
+        a_key, b_key = ids[:len(a_ids)], ids[len(a_ids):]
+        order = np.argsort(b_key, kind="stable")
+        b_sorted, b_key_sorted = b_ids[order], b_key[order]
+        start = np.searchsorted(b_key_sorted, a_key, "left")
+        count = np.searchsorted(b_key_sorted, a_key, "right") - start
+        keep = count > 0
+        a_ids, a_key, start, count = a_ids[keep], a_key[keep], start[keep], count[keep]
+        big = count > MAX_SCAN
+        if big.any():
+            heavy_keys = np.unique(a_key[big])
+            in_heavy = np.isin(b_key, heavy_keys)
+            capped = _heavy_capped(S, b_ids[in_heavy], b_key[in_heavy],
+                                   a_ids[big], a_key[big])
+            active[a_ids[big][capped]] = False
+            keep = np.ones(len(a_ids), dtype=bool)
+            keep[np.nonzero(big)[0][capped]] = False
+            a_ids, start, count = a_ids[keep], start[keep], count[keep]
+        ends = np.cumsum(count)
+        lo = 0
+        while lo < len(a_ids):
+            hi = int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + CHUNK, "right"))
+            hi = max(hi, lo + 1)
+            _batch(frags, S, ls, Sb, b_sorted, a_ids[lo:hi], start[lo:hi], count[lo:hi],
+                   o, right, out, active, greedy, mult, guessed)
+            lo = hi
+    if progress is not None:
+        progress.update(n)
     return out
+
+
+def _batch(frags, S, ls, Sb, b_sorted, a_ids, start, count, o, right, out, active,
+           greedy, mult, guessed):
+    """Examine the candidate pairs of the fragments `a_ids` at overlap o; resolve (or give
+    up) those that have source-compatible candidates, leave the others active."""
+    total = int(count.sum())
+    rep = np.repeat(np.arange(len(a_ids)), count)
+    pos = np.arange(total) - np.repeat(np.cumsum(count) - count, count) + np.repeat(start, count)
+    a = a_ids[rep]
+    b = b_sorted[pos]
+    share = _shares_token(S[a], Sb[b])
+    n_share = np.bincount(rep[share], minlength=len(a_ids))
+    capped = n_share > MAX_SCAN
+    active[a_ids[capped]] = False
+    sel = share & ~capped[rep] & (a != b)
+    a, b, rep = a[sel], b[sel], rep[sel]
+    ok, d = _placements(S[a], ls[a], Sb[b], ls[b])
+    a, b, d = a[ok], b[ok], d[ok]
+    if not len(a):
+        return
+    firsts, counts = np.unique(a, return_index=True, return_counts=True)[1:]
+    resolved = a[firsts]
+    active[resolved] = False
+    for i in np.nonzero(counts == 1)[0].tolist():
+        j = firsts[i]
+        out[int(a[j])] = (int(b[j]), int(d[j]), o)
+    bl, dl = b.tolist(), d.tolist()
+    for i in np.nonzero(counts > 1)[0].tolist():
+        j, k = int(firsts[i]), int(firsts[i] + counts[i])
+        comp = list(zip(bl[j:k], dl[j:k]))
+        ai = int(a[j])
+        best = _agree(frags, comp, right)
+        if best is not None:
+            out[ai] = (best[0], best[1], o)
+        elif greedy:
+            out[ai] = most_frequent(frags, mult, comp, o, right)
+            guessed.add(ai)
 
 
 MODES = ("conservative", "greedy")
@@ -320,10 +414,11 @@ def reconstruct(pairs, min_overlap=None, show_progress=False, mode="conservative
     greedy = mode == "greedy"
     g_succ, g_pred = set(), set()
     bar = make_progress(total=2 * len(frags), desc="overlaps") if show_progress else None
-    succ = _best_neighbours(frags, _build_index(frags, lmax, True), lmax, min_overlap,
-                            True, bar, mult if greedy else None, g_succ)
-    pred = _best_neighbours(frags, _build_index(frags, lmax, False), lmax, min_overlap,
-                            False, bar, mult if greedy else None, g_pred)
+    arrays = _padded([s for s, _ in frags], -1) + _padded([t for _, t in frags], -1)
+    succ = _best_neighbours(frags, arrays, lmax, min_overlap, True, bar,
+                            mult if greedy else None, g_succ)
+    pred = _best_neighbours(frags, arrays, lmax, min_overlap, False, bar,
+                            mult if greedy else None, g_pred)
     if bar is not None:
         bar.close()
     nxt = {}
