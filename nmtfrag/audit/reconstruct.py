@@ -43,7 +43,7 @@ joins show in the audit's precision. Both modes keep `MAX_SCAN` and the source p
 rules (a join needs a single consistent source placement).
 """
 import os
-from collections import Counter
+from itertools import chain, islice
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,16 +171,75 @@ MAX_SCAN = 1000  # more candidates than this sharing a source token: an unresolv
 CHUNK = 1 << 20  # candidate pairs examined per numpy batch (bounds the memory)
 
 
-def _padded(seqs, fill):
-    """Token tuples as one (n, width) int32 array padded with `fill`, plus their lengths:
-    the overlap search below runs on whole arrays, not on one fragment at a time."""
-    lens = np.fromiter((len(x) for x in seqs), dtype=np.int32, count=len(seqs))
-    width = int(lens.max()) if len(seqs) else 1
-    out = np.full((len(seqs), width), fill, dtype=np.int32)
-    for n in np.unique(lens):
-        ids = np.nonzero(lens == n)[0]
-        out[ids, :n] = np.array([seqs[i] for i in ids], dtype=np.int32).reshape(len(ids), n)
-    return out, lens
+ENCODE_BATCH = 1 << 18  # pairs encoded at a time: `pairs` may be a stream
+
+
+def _encode(pairs):
+    """Both sides as padded int32 arrays (pad -1) of word ids ranked in sorted word order
+    (so nothing depends on line order), read once in batches so that `pairs` can be a
+    generator. Returns (src_words, tgt_words, S, T, number of pairs)."""
+    vocabs = ({}, {})
+    parts = ([], [])  # per side: (flat codes, lengths) per batch
+    it = iter(pairs)
+    n = 0
+    while True:
+        batch = list(islice(it, ENCODE_BATCH))
+        if not batch:
+            break
+        n += len(batch)
+        for side in (0, 1):
+            seqs = [p[side] for p in batch]
+            flat = list(chain.from_iterable(seqs))
+            vocab = vocabs[side]
+            for w in set(flat).difference(vocab):
+                vocab[w] = len(vocab)
+            parts[side].append((np.fromiter(map(vocab.__getitem__, flat), np.int32, len(flat)),
+                                np.fromiter(map(len, seqs), np.int32, len(seqs))))
+    out = []
+    for side in (0, 1):
+        words = sorted(vocabs[side])
+        rank = np.empty(len(words), dtype=np.int32)
+        rank[np.fromiter(map(vocabs[side].__getitem__, words), np.int64, len(words))] = \
+            np.arange(len(words), dtype=np.int32)
+        codes = np.concatenate([c for c, _ in parts[side]] or [np.zeros(0, np.int32)])
+        lens = np.concatenate([l for _, l in parts[side]] or [np.zeros(0, np.int32)])
+        parts[side].clear()
+        out.append((words, _pad(rank[codes], lens)))
+    return out[0][0], out[1][0], out[0][1], out[1][1], n
+
+
+def _pad(codes, lens):
+    """Concatenated sequences (codes, lengths) as one (n, longest) array padded with -1."""
+    width = max(int(lens.max()) if len(lens) else 0, 1)
+    arr = np.full((len(lens), width), -1, dtype=np.int32)
+    starts = np.cumsum(lens) - lens
+    rows = np.repeat(np.arange(len(lens)), lens)
+    arr[rows, np.arange(len(codes)) - starts[rows]] = codes
+    return arr
+
+
+def _distinct(S, T):
+    """Distinct (src, tgt) rows sorted as tuples would sort (pad -1 sorts first, like a
+    shorter tuple), with their multiplicities (duplicate counts)."""
+    if not len(S):
+        return S, T, np.zeros(0, dtype=np.int64)
+    cols = [T[:, k] for k in range(T.shape[1] - 1, -1, -1)] + \
+           [S[:, k] for k in range(S.shape[1] - 1, -1, -1)]
+    order = np.lexsort(cols)
+    S, T = S[order], T[order]
+    new = np.ones(len(S), dtype=bool)
+    new[1:] = (S[1:] != S[:-1]).any(1) | (T[1:] != T[:-1]).any(1)
+    first = np.nonzero(new)[0]
+    mult = np.diff(np.append(first, len(S)))
+    return S[first], T[first], mult
+
+
+def _as_tuples(S, T):
+    """Rows of the padded arrays as (src, tgt) tuples of ids (for the per-fragment steps)."""
+    def rows(A):
+        lens = (A >= 0).sum(1).tolist()
+        return [tuple(r[:k]) for r, k in zip(A.tolist(), lens)]
+    return list(zip(rows(S), rows(T)))
 
 
 def _gram_ids(rows_tok):
@@ -360,9 +419,9 @@ def _batch(frags, S, ls, Sb, b_sorted, a_ids, start, count, o, right, out, activ
     firsts, counts = np.unique(a, return_index=True, return_counts=True)[1:]
     resolved = a[firsts]
     active[resolved] = False
-    for i in np.nonzero(counts == 1)[0].tolist():
-        j = firsts[i]
-        out[int(a[j])] = (int(b[j]), int(d[j]), o)
+    single = firsts[counts == 1]  # one compatible candidate: it agrees with itself
+    for ai, bi, di in zip(a[single].tolist(), b[single].tolist(), d[single].tolist()):
+        out[ai] = (bi, di, o)
     bl, dl = b.tolist(), d.tolist()
     for i in np.nonzero(counts > 1)[0].tolist():
         j, k = int(firsts[i]), int(firsts[i] + counts[i])
@@ -396,17 +455,13 @@ def reconstruct(pairs, min_overlap=None, show_progress=False, mode="conservative
         raise InputError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
     if min_overlap is not None and min_overlap < 1:
         raise InputError("--min-overlap must be at least 1")
-    counts = Counter((tuple(s), tuple(t)) for s, t in pairs)
-    # Integer ids from the sorted vocabularies: the result cannot depend on line order.
-    src_vocab = {w: i for i, w in enumerate(sorted({w for s, _ in counts for w in s}))}
-    tgt_vocab = {w: i for i, w in enumerate(sorted({w for _, t in counts for w in t}))}
-    encoded = sorted(((tuple(src_vocab[w] for w in s), tuple(tgt_vocab[w] for w in t)), c)
-                     for (s, t), c in counts.items())
-    frags_all = [p for p, _ in encoded]
-    mult_all = [c for _, c in encoded]
+    src_words, tgt_words, S_all, T_all, n_pairs = _encode(pairs)
+    S_all, T_all, mult_all = _distinct(S_all, T_all)
+    frags_all = _as_tuples(S_all, T_all)
     keep = _collapse_variants(frags_all)
     frags = [frags_all[i] for i in keep]
-    mult = [mult_all[i] for i in keep]
+    mult = mult_all[keep].tolist()
+    del frags_all
     lmax = max((len(t) for _, t in frags), default=0)
     if min_overlap is None:
         min_overlap = 2 if lmax >= 3 else 1
@@ -414,7 +469,9 @@ def reconstruct(pairs, min_overlap=None, show_progress=False, mode="conservative
     greedy = mode == "greedy"
     g_succ, g_pred = set(), set()
     bar = make_progress(total=2 * len(frags), desc="overlaps") if show_progress else None
-    arrays = _padded([s for s, _ in frags], -1) + _padded([t for _, t in frags], -1)
+    S, T = S_all[keep], T_all[keep]
+    del S_all, T_all
+    arrays = (S, (S >= 0).sum(1).astype(np.int32), T, (T >= 0).sum(1).astype(np.int32))
     succ = _best_neighbours(frags, arrays, lmax, min_overlap, True, bar,
                             mult if greedy else None, g_succ)
     pred = _best_neighbours(frags, arrays, lmax, min_overlap, False, bar,
@@ -433,20 +490,18 @@ def reconstruct(pairs, min_overlap=None, show_progress=False, mode="conservative
         nxt.update(extra)
         chains_enc = _walk_all(frags, mult, sure) + _walk_all(frags, mult, nxt)
 
-    src_words = sorted(src_vocab, key=src_vocab.get)
-    tgt_words = sorted(tgt_vocab, key=tgt_vocab.get)
     chains = {}
     for s, t, n, sup in chains_enc:
-        key = (tuple(src_words[i] for i in s), tuple(tgt_words[i] for i in t))
+        key = (tuple(map(src_words.__getitem__, s)), tuple(map(tgt_words.__getitem__, t)))
         old = chains.get(key)
         if old is None or (n, sup) > (old.fragments, old.support):
             chains[key] = Chain(key[0], key[1], n, sup)
     result = [chains[k] for k in sorted(chains, key=lambda k: (k[1], k[0]))]
     stats = {
         "mode": mode,
-        "pairs": sum(counts.values()),
-        "distinct_pairs": len(frags_all),
-        "widening_variants_collapsed": len(frags_all) - len(frags),
+        "pairs": n_pairs,
+        "distinct_pairs": len(mult_all),
+        "widening_variants_collapsed": len(mult_all) - len(frags),
         "fragments": len(frags),
         "edges": len(nxt),
         "chains": len(result),
@@ -501,7 +556,11 @@ def _walk_all(frags, mult, nxt):
 
     for a in range(len(frags)):
         if a not in has_prev and not visited[a]:
-            walk(a)
+            if a in nxt:
+                walk(a)
+            else:  # a fragment that joins nothing (most of them): its own chain
+                visited[a] = True
+                chains_enc.append((frags[a][0], frags[a][1], 1, mult[a]))
     for a in range(len(frags)):  # what is left lies on cycles
         if not visited[a]:
             walk(a)
