@@ -292,28 +292,6 @@ def _placements(sa, la, sb, lb):
     return ok, found
 
 
-def _agree(frags, comp, right):
-    """Best of the compatible candidates `comp` [(b, offset)] if they all agree (targets
-    nested from the overlap on, sources agreeing position by position once placed), else
-    None. Order-independent: agreement is pairwise, the best is a maximum."""
-    ref, pos, best, best_key = None, {}, None, None
-    for b, d in comp:
-        sb, tb = frags[b]
-        if ref is None:
-            ref = tb
-        short, long_ = (tb, ref) if len(tb) <= len(ref) else (ref, tb)
-        if (long_[:len(short)] if right else long_[len(long_) - len(short):]) != short:
-            return None
-        ref = long_
-        for k, tok in enumerate(sb):
-            if pos.setdefault(d + k, tok) != tok:
-                return None
-        k = (len(tb), len(sb), -b)
-        if best_key is None or k > best_key:
-            best, best_key = (b, d), k
-    return best
-
-
 def _heavy_capped(S, b_ids, b_key, a_ids, a_key):
     """For fragments a whose candidate list is long: True where some source token of a
     is carried by more than MAX_SCAN candidates (a lower bound on the candidates sharing
@@ -389,7 +367,7 @@ def _best_neighbours(frags, arrays, lmax, min_overlap, right, progress=None, mul
         while lo < len(a_ids):
             hi = int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + CHUNK, "right"))
             hi = max(hi, lo + 1)
-            _batch(frags, S, ls, Sb, b_sorted, a_ids[lo:hi], start[lo:hi], count[lo:hi],
+            _batch(frags, S, ls, T, lt, Sb, b_sorted, a_ids[lo:hi], start[lo:hi], count[lo:hi],
                    o, right, out, active, greedy, mult, guessed)
             lo = hi
     if progress is not None:
@@ -397,7 +375,7 @@ def _best_neighbours(frags, arrays, lmax, min_overlap, right, progress=None, mul
     return out
 
 
-def _batch(frags, S, ls, Sb, b_sorted, a_ids, start, count, o, right, out, active,
+def _batch(frags, S, ls, T, lt, Sb, b_sorted, a_ids, start, count, o, right, out, active,
            greedy, mult, guessed):
     """Examine the candidate pairs of the fragments `a_ids` at overlap o; resolve (or give
     up) those that have source-compatible candidates, leave the others active."""
@@ -419,20 +397,69 @@ def _batch(frags, S, ls, Sb, b_sorted, a_ids, start, count, o, right, out, activ
     firsts, counts = np.unique(a, return_index=True, return_counts=True)[1:]
     resolved = a[firsts]
     active[resolved] = False
-    single = firsts[counts == 1]  # one compatible candidate: it agrees with itself
-    for ai, bi, di in zip(a[single].tolist(), b[single].tolist(), d[single].tolist()):
+    multi = counts > 1
+    sel = np.repeat(multi, counts)
+    rows = np.nonzero(sel)[0]
+    good, best = _agree_all(S, ls, T, lt, b[rows], d[rows], counts[multi], right)
+    # one compatible candidate agrees with itself; several: the best if they all agree
+    win = np.concatenate([firsts[~multi], rows[best[good]]])
+    for ai, bi, di in zip(a[win].tolist(), b[win].tolist(), d[win].tolist()):
         out[ai] = (bi, di, o)
-    bl, dl = b.tolist(), d.tolist()
-    for i in np.nonzero(counts > 1)[0].tolist():
-        j, k = int(firsts[i]), int(firsts[i] + counts[i])
-        comp = list(zip(bl[j:k], dl[j:k]))
-        ai = int(a[j])
-        best = _agree(frags, comp, right)
-        if best is not None:
-            out[ai] = (best[0], best[1], o)
-        elif greedy:
-            out[ai] = most_frequent(frags, mult, comp, o, right)
+    if greedy:
+        for i in np.nonzero(multi)[0][~good].tolist():
+            j, k = int(firsts[i]), int(firsts[i] + counts[i])
+            ai = int(a[j])
+            out[ai] = most_frequent(frags, mult, list(zip(b[j:k].tolist(), d[j:k].tolist())),
+                                    o, right)
             guessed.add(ai)
+
+
+def _agree_all(S, ls, T, lt, b, d, sizes, right):
+    """`_agree` for many candidate groups at once (rows grouped, `sizes` rows each):
+    (agrees, row of the best candidate within the rows) per group. Same rules as the
+    one-by-one check: agreement is pairwise and the best a maximum, so order is moot."""
+    if not len(sizes):
+        return np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
+    starts = np.cumsum(sizes) - sizes
+    g = np.repeat(np.arange(len(sizes)), sizes)
+    tb = T[b] if right else _reversed_rows(T[b], lt[b])
+    lb = lt[b]
+    # targets: each is a prefix (suffix) of the group's longest
+    longest = np.maximum.reduceat(lb, starts)
+    ref_row = np.zeros(len(sizes), dtype=np.int64)
+    is_long = lb == longest[g]
+    ref_row[g[is_long]] = np.nonzero(is_long)[0]  # any longest one will do
+    ref = tb[ref_row[g]]
+    t_ok = ((tb == ref) | (np.arange(tb.shape[1]) >= lb[:, None])).all(1)
+    ok = np.logical_and.reduceat(t_ok, starts)
+    # sources: once placed, the same token wherever two of them cover a position
+    w = S.shape[1]
+    placed_hi = np.full((len(b), 3 * w), -1, dtype=np.int64)
+    placed_lo = np.full((len(b), 3 * w), np.iinfo(np.int64).max, dtype=np.int64)
+    sb, lsb = S[b], ls[b]
+    for k in range(w):
+        has = k < lsb
+        r = np.nonzero(has)[0]
+        col = d[r] + k + w
+        placed_hi[r, col] = sb[r, k]
+        placed_lo[r, col] = sb[r, k]
+    hi = np.maximum.reduceat(placed_hi, starts, axis=0)
+    lo = np.minimum.reduceat(placed_lo, starts, axis=0)
+    ok &= ((hi == -1) | (hi == lo)).all(1)
+    # best: longest target, then longest source, then smallest id
+    key = (lb.astype(np.int64) * 256 + lsb) * (1 << 40) - b
+    best_row = np.zeros(len(sizes), dtype=np.int64)
+    top = key == np.maximum.reduceat(key, starts)[g]
+    best_row[g[top]] = np.nonzero(top)[0]
+    return ok, best_row
+
+
+def _reversed_rows(A, lens):
+    """Each row's first `len` entries reversed (pad stays at the end): suffixes compared
+    as prefixes."""
+    k = np.arange(A.shape[1])
+    idx = np.where(k < lens[:, None], lens[:, None] - 1 - k, k)
+    return np.take_along_axis(A, idx, 1)
 
 
 MODES = ("conservative", "greedy")
