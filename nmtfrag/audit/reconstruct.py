@@ -259,36 +259,36 @@ def _ends(T, lt, ids, o, suffix):
     return T[ids[:, None], lt[ids, None] - o + np.arange(o)]
 
 
-def _shares_token(sa, sb):
-    """Rows whose sources share at least one token (pads differ: -1 in sa, -2 in sb)."""
-    m = np.zeros(len(sa), dtype=bool)
-    for p in range(sa.shape[1]):
-        for q in range(sb.shape[1]):
-            m |= sa[:, p] == sb[:, q]
-    return m
+def _token_matches(sa, sb):
+    """eq[p][q]: source word p of a equals word q of b, for all pairs at once (sa, sb:
+    (width, pairs) arrays; the pads, -1 in sa and -2 in sb, never match). Computed once,
+    used by both the shared-token test and the placements."""
+    return [[sa[p] == sb[q] for q in range(len(sb))] for p in range(len(sa))]
 
 
-def _placements(sa, la, sb, lb):
-    """`_placement` on many pairs at once: (ok, offset) arrays. Same rules: exactly one
-    offset at which the sources overlap and agree, and no word outside the overlap in
-    both. sa is padded with -1 and sb with -2, so a pad never equals a word."""
-    count = np.zeros(len(sa), dtype=np.int8)
-    found = np.zeros(len(sa), dtype=np.int32)
-    for d in range(-(sb.shape[1] - 1), sa.shape[1]):
+def _placements(eq, la, lb):
+    """`_placement` on many pairs at once, from their token matches: (ok, offset) arrays.
+    Same rules: exactly one offset at which the sources overlap and agree, and no word
+    outside the overlap in both."""
+    wa, wb = len(eq), len(eq[0])
+    a_pad = [p >= la for p in range(wa)]
+    b_pad = [q >= lb for q in range(wb)]
+    count = np.zeros(len(la), dtype=np.int8)
+    found = np.zeros(len(la), dtype=np.int32)
+    for d in range(-(wb - 1), wa):
         m = np.maximum(0, d) < np.minimum(la, d + lb)  # they overlap at offset d
-        for p in range(max(0, d), min(sa.shape[1], sb.shape[1] + d)):
-            q = p - d
-            m &= (sa[:, p] == sb[:, q]) | (p >= la) | (q >= lb)
+        for p in range(max(0, d), min(wa, wb + d)):
+            m &= eq[p][p - d] | a_pad[p] | b_pad[p - d]
         count += m
         found[m] = d
     ok = count == 1
     lo = np.maximum(0, found)
     hi = np.minimum(la, found + lb)
-    for p in range(sa.shape[1]):
-        out_a = (p < lo) | (p >= hi)
-        for q in range(sb.shape[1]):
-            out_b = (q < lo - found) | (q >= hi - found)
-            ok &= ~(out_a & out_b & (sa[:, p] == sb[:, q]))
+    b_out = [(q < lo - found) | (q >= hi - found) for q in range(wb)]
+    for p in range(wa):
+        a_out = (p < lo) | (p >= hi)
+        for q in range(wb):
+            ok &= ~(a_out & b_out[q] & eq[p][q])
     return ok, found
 
 
@@ -333,7 +333,8 @@ def _best_neighbours(frags, arrays, lmax, min_overlap, right, progress=None, mul
     by frequency instead (`greedy.most_frequent`), and the fragment's id is added to `guessed`.
     """
     S, ls, T, lt = arrays
-    Sb = np.where(S < 0, -2, S)  # candidate side padded differently: pads never match
+    ST = np.ascontiguousarray(S.T)  # one row per source position: contiguous columns
+    STb = np.where(ST < 0, -2, ST)  # candidate side padded differently: pads never match
     n = len(frags)
     out = [None] * n
     active = np.ones(n, dtype=bool)
@@ -367,7 +368,7 @@ def _best_neighbours(frags, arrays, lmax, min_overlap, right, progress=None, mul
         while lo < len(a_ids):
             hi = int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + CHUNK, "right"))
             hi = max(hi, lo + 1)
-            _batch(frags, S, ls, T, lt, Sb, b_sorted, a_ids[lo:hi], start[lo:hi], count[lo:hi],
+            _batch(frags, S, ls, T, lt, ST, STb, b_sorted, a_ids[lo:hi], start[lo:hi], count[lo:hi],
                    o, right, out, active, greedy, mult, guessed)
             lo = hi
     if progress is not None:
@@ -375,7 +376,7 @@ def _best_neighbours(frags, arrays, lmax, min_overlap, right, progress=None, mul
     return out
 
 
-def _batch(frags, S, ls, T, lt, Sb, b_sorted, a_ids, start, count, o, right, out, active,
+def _batch(frags, S, ls, T, lt, ST, STb, b_sorted, a_ids, start, count, o, right, out, active,
            greedy, mult, guessed):
     """Examine the candidate pairs of the fragments `a_ids` at overlap o; resolve (or give
     up) those that have source-compatible candidates, leave the others active."""
@@ -384,13 +385,13 @@ def _batch(frags, S, ls, T, lt, Sb, b_sorted, a_ids, start, count, o, right, out
     pos = np.arange(total) - np.repeat(np.cumsum(count) - count, count) + np.repeat(start, count)
     a = a_ids[rep]
     b = b_sorted[pos]
-    share = _shares_token(S[a], Sb[b])
+    eq = _token_matches(ST[:, a], STb[:, b])
+    share = np.logical_or.reduce([m for row in eq for m in row])
     n_share = np.bincount(rep[share], minlength=len(a_ids))
     capped = n_share > MAX_SCAN
     active[a_ids[capped]] = False
-    sel = share & ~capped[rep] & (a != b)
-    a, b, rep = a[sel], b[sel], rep[sel]
-    ok, d = _placements(S[a], ls[a], Sb[b], ls[b])
+    ok, d = _placements(eq, ls[a], ls[b])
+    ok &= share & ~capped[rep] & (a != b)
     a, b, d = a[ok], b[ok], d[ok]
     if not len(a):
         return
@@ -432,20 +433,25 @@ def _agree_all(S, ls, T, lt, b, d, sizes, right):
     ref = tb[ref_row[g]]
     t_ok = ((tb == ref) | (np.arange(tb.shape[1]) >= lb[:, None])).all(1)
     ok = np.logical_and.reduceat(t_ok, starts)
-    # sources: once placed, the same token wherever two of them cover a position
-    w = S.shape[1]
-    placed_hi = np.full((len(b), 3 * w), -1, dtype=np.int64)
-    placed_lo = np.full((len(b), 3 * w), np.iinfo(np.int64).max, dtype=np.int64)
-    sb, lsb = S[b], ls[b]
-    for k in range(w):
-        has = k < lsb
-        r = np.nonzero(has)[0]
-        col = d[r] + k + w
-        placed_hi[r, col] = sb[r, k]
-        placed_lo[r, col] = sb[r, k]
-    hi = np.maximum.reduceat(placed_hi, starts, axis=0)
-    lo = np.minimum.reduceat(placed_lo, starts, axis=0)
-    ok &= ((hi == -1) | (hi == lo)).all(1)
+    # sources (groups whose targets agree): once placed, the same token wherever two of
+    # them cover a position
+    lsb = ls[b]
+    sub = np.nonzero(ok)[0]
+    rows = np.nonzero(ok[g])[0]
+    if len(rows):
+        w = S.shape[1]
+        sb, sd, sl = S[b[rows]], d[rows], lsb[rows]
+        placed_hi = np.full((len(rows), 3 * w), -1, dtype=np.int32)
+        placed_lo = np.full((len(rows), 3 * w), np.iinfo(np.int32).max, dtype=np.int32)
+        for k in range(w):
+            r = np.nonzero(k < sl)[0]
+            col = sd[r] + k + w
+            placed_hi[r, col] = sb[r, k]
+            placed_lo[r, col] = sb[r, k]
+        sub_starts = np.cumsum(sizes[sub]) - sizes[sub]
+        hi = np.maximum.reduceat(placed_hi, sub_starts, axis=0)
+        lo = np.minimum.reduceat(placed_lo, sub_starts, axis=0)
+        ok[sub] = ((hi == -1) | (hi == lo)).all(1)
     # best: longest target, then longest source, then smallest id
     key = (lb.astype(np.int64) * 256 + lsb) * (1 << 40) - b
     best_row = np.zeros(len(sizes), dtype=np.int64)
@@ -517,13 +523,7 @@ def reconstruct(pairs, min_overlap=None, show_progress=False, mode="conservative
         nxt.update(extra)
         chains_enc = _walk_all(frags, mult, sure) + _walk_all(frags, mult, nxt)
 
-    chains = {}
-    for s, t, n, sup in chains_enc:
-        key = (tuple(map(src_words.__getitem__, s)), tuple(map(tgt_words.__getitem__, t)))
-        old = chains.get(key)
-        if old is None or (n, sup) > (old.fragments, old.support):
-            chains[key] = Chain(key[0], key[1], n, sup)
-    result = [chains[k] for k in sorted(chains, key=lambda k: (k[1], k[0]))]
+    result = _to_words(chains_enc, src_words, tgt_words)
     stats = {
         "mode": mode,
         "pairs": n_pairs,
@@ -542,6 +542,21 @@ def reconstruct(pairs, min_overlap=None, show_progress=False, mode="conservative
                       "ambiguous_overlaps_resolved_by_frequency": len(g_succ) + len(g_pred),
                       "non_mutual_edges": len(extra)})
     return result, stats
+
+
+def _to_words(chains_enc, src_words, tgt_words):
+    """Chains of ids as `Chain`s of words, one per distinct (src, tgt) (the most fragments,
+    then the highest support, wins), sorted by (tgt, src). Word ids are ranks in sorted
+    word order, so sorting and comparing the id tuples gives the order of the words."""
+    chains_enc.sort(key=lambda c: (c[1], c[0], -c[2], -c[3]))
+    result, prev = [], None
+    for s, t, n, sup in chains_enc:
+        if (t, s) == prev:
+            continue
+        prev = (t, s)
+        result.append(Chain(tuple(map(src_words.__getitem__, s)),
+                            tuple(map(tgt_words.__getitem__, t)), n, sup))
+    return result
 
 
 def _walk_all(frags, mult, nxt):
