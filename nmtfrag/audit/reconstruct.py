@@ -42,8 +42,10 @@ the conservative chains plus the greedy ones, so it never rebuilds less; its fal
 joins show in the audit's precision. Both modes keep `MAX_SCAN` and the source placement
 rules (a join needs a single consistent source placement).
 """
+import gc
 import os
 from itertools import chain, islice
+from operator import itemgetter
 from dataclasses import dataclass
 
 import numpy as np
@@ -237,8 +239,13 @@ def _distinct(S, T):
 def _as_tuples(S, T):
     """Rows of the padded arrays as (src, tgt) tuples of ids (for the per-fragment steps)."""
     def rows(A):
-        lens = (A >= 0).sum(1).tolist()
-        return [tuple(r[:k]) for r, k in zip(A.tolist(), lens)]
+        lens = (A >= 0).sum(1)
+        out = np.empty(len(A), dtype=object)
+        for k in np.unique(lens).tolist():  # one length at a time: no per-row slicing
+            ids = np.nonzero(lens == k)[0]
+            out[ids] = np.fromiter(map(tuple, A[ids, :k].tolist()), dtype=object,
+                                   count=len(ids))
+        return out.tolist()
     return list(zip(rows(S), rows(T)))
 
 
@@ -482,6 +489,19 @@ def reconstruct(pairs, min_overlap=None, show_progress=False, mode="conservative
     `nmtfrag.audit.greedy`; its output also holds the conservative chains, so it never rebuilds
     less). Returns (chains, stats).
     """
+    # The cyclic garbage collector is paused: the attack makes millions of small tuples
+    # and no cycles, and each collection would rescan them all.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _reconstruct(pairs, min_overlap, show_progress, mode)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _reconstruct(pairs, min_overlap, show_progress, mode):
+    """The attack itself (see `reconstruct`)."""
     from ..fileio import progress as make_progress
 
     if mode not in MODES:
@@ -548,10 +568,12 @@ def _to_words(chains_enc, src_words, tgt_words):
     """Chains of ids as `Chain`s of words, one per distinct (src, tgt) (the most fragments,
     then the highest support, wins), sorted by (tgt, src). Word ids are ranks in sorted
     word order, so sorting and comparing the id tuples gives the order of the words."""
-    chains_enc.sort(key=lambda c: (c[1], c[0], -c[2], -c[3]))
+    chains_enc.sort(key=itemgetter(1, 0))
     result, prev = [], None
     for s, t, n, sup in chains_enc:
-        if (t, s) == prev:
+        if (t, s) == prev:  # rare: keep the one with most fragments, then support
+            if (n, sup) > (result[-1].fragments, result[-1].support):
+                result[-1] = Chain(result[-1].src, result[-1].tgt, n, sup)
             continue
         prev = (t, s)
         result.append(Chain(tuple(map(src_words.__getitem__, s)),
