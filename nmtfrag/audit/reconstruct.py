@@ -392,7 +392,7 @@ def _batch(frags, S, ls, T, lt, ST, STb, b_sorted, a_ids, start, count, o, right
     pos = np.arange(total) - np.repeat(np.cumsum(count) - count, count) + np.repeat(start, count)
     a = a_ids[rep]
     b = b_sorted[pos]
-    eq = _token_matches(ST[:, a], STb[:, b])
+    eq = _token_matches(np.repeat(ST[:, a_ids], count, axis=1), STb[:, b])
     share = np.logical_or.reduce([m for row in eq for m in row])
     n_share = np.bincount(rep[share], minlength=len(a_ids))
     capped = n_share > MAX_SCAN
@@ -402,7 +402,8 @@ def _batch(frags, S, ls, T, lt, ST, STb, b_sorted, a_ids, start, count, o, right
     a, b, d = a[ok], b[ok], d[ok]
     if not len(a):
         return
-    firsts, counts = np.unique(a, return_index=True, return_counts=True)[1:]
+    firsts = np.flatnonzero(np.diff(a, prepend=-1))  # a is sorted: runs of one fragment
+    counts = np.diff(firsts, append=len(a))
     resolved = a[firsts]
     active[resolved] = False
     multi = counts > 1
