@@ -142,12 +142,13 @@ def _placement(a, b):
     return found
 
 
-def _collapse_variants(frags):
+def _collapse_variants(frags, ids=None):
     """Indices of fragments to keep: drop a source contained in another source with the
-    same target (Moses emits every widening over unaligned boundary words)."""
+    same target (Moses emits every widening over unaligned boundary words). `ids`: look
+    only at these (a fragment whose target no other fragment has is kept anyway)."""
     by_tgt = {}
-    for i, (s, t) in enumerate(frags):
-        by_tgt.setdefault(t, []).append(i)
+    for i in range(len(frags)) if ids is None else ids:
+        by_tgt.setdefault(frags[i][1], []).append(i)
     keep = []
     for ids in by_tgt.values():
         if len(ids) == 1:
@@ -162,6 +163,19 @@ def _collapse_variants(frags):
         keep.extend(kept)
     keep.sort()
     return keep
+
+
+def _shared_targets(T):
+    """Ids of the fragments whose target (a row of T) some other fragment has too: the
+    only ones `_collapse_variants` needs to look at."""
+    if not len(T):
+        return []
+    order = np.lexsort([T[:, k] for k in range(T.shape[1] - 1, -1, -1)])
+    Ts = T[order]
+    same = np.zeros(len(T) + 1, dtype=bool)
+    same[1:-1] = (Ts[1:] == Ts[:-1]).all(1)
+    dup = same[:-1] | same[1:]  # equal to the row before or to the row after
+    return np.sort(order[dup]).tolist()
 
 
 def _contains(big, small):
@@ -512,8 +526,12 @@ def _reconstruct(pairs, min_overlap, show_progress, mode):
     src_words, tgt_words, S_all, T_all, n_pairs = _encode(pairs)
     S_all, T_all, mult_all = _distinct(S_all, T_all)
     frags_all = _as_tuples(S_all, T_all)
-    keep = _collapse_variants(frags_all)
-    frags = [frags_all[i] for i in keep]
+    shared = _shared_targets(T_all)
+    keep_mask = np.ones(len(frags_all), dtype=bool)
+    keep_mask[shared] = False
+    keep_mask[_collapse_variants(frags_all, shared)] = True
+    keep = np.flatnonzero(keep_mask)
+    frags = [frags_all[i] for i in keep.tolist()]
     mult = mult_all[keep].tolist()
     del frags_all
     lmax = max((len(t) for _, t in frags), default=0)
@@ -619,14 +637,16 @@ def _walk_all(frags, mult, nxt):
         src = tuple(src_pos[p] for p in range(lo, hi + 1))
         chains_enc.append((src, tuple(tgt), len(members), min(mult[m] for m in members)))
 
-    for a in range(len(frags)):
+    joined = sorted(has_prev.union(nxt))
+    in_path = np.zeros(len(frags), dtype=bool)
+    in_path[joined] = True
+    # a fragment that joins nothing (most of them) is its own chain
+    chains_enc.extend((frags[a][0], frags[a][1], 1, mult[a])
+                      for a in np.flatnonzero(~in_path).tolist())
+    for a in joined:
         if a not in has_prev and not visited[a]:
-            if a in nxt:
-                walk(a)
-            else:  # a fragment that joins nothing (most of them): its own chain
-                visited[a] = True
-                chains_enc.append((frags[a][0], frags[a][1], 1, mult[a]))
-    for a in range(len(frags)):  # what is left lies on cycles
+            walk(a)
+    for a in joined:  # what is left lies on cycles
         if not visited[a]:
             walk(a)
     return chains_enc
