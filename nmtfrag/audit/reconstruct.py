@@ -610,8 +610,10 @@ def _walk_all(frags, mult, nxt):
     visited = [False] * len(frags)
 
     def walk(start):
+        # the merged source is a list covering positions base … base + len(src) - 1
+        # (relative to the first fragment); each fragment overlaps the one before it
         cur, off = start, 0
-        src_pos = {off + k: tok for k, tok in enumerate(frags[cur][0])}
+        src, base = list(frags[cur][0]), 0
         tgt = list(frags[cur][1])
         members = [cur]
         visited[cur] = True
@@ -621,21 +623,24 @@ def _walk_all(frags, mult, nxt):
                 break  # closes a cycle
             off_b = off + d
             sb, tb = frags[b]
-            if any(src_pos.get(off_b + k, tok) != tok for k, tok in enumerate(sb)):
-                emit(src_pos, tgt, members)  # the sources disagree: end the chain here
-                off_b, src_pos, tgt, members = 0, {}, list(tb[:o]), []
-            for k, tok in enumerate(sb):
-                src_pos[off_b + k] = tok
+            lo, hi = max(base, off_b), min(base + len(src), off_b + len(sb))
+            if src[lo - base:hi - base] != list(sb[lo - off_b:hi - off_b]):
+                emit(src, tgt, members)  # the sources disagree: end the chain here
+                off_b, src, base, tgt, members = 0, [], 0, list(tb[:o]), []
+            if off_b < base:
+                src[:0] = sb[:base - off_b]
+                base = off_b
+            if off_b + len(sb) > base + len(src):
+                src.extend(sb[base + len(src) - off_b:])
             tgt.extend(tb[o:])
             members.append(b)
             visited[b] = True
             cur, off = b, off_b
-        emit(src_pos, tgt, members)
+        emit(src, tgt, members)
 
-    def emit(src_pos, tgt, members):
-        lo, hi = min(src_pos), max(src_pos)
-        src = tuple(src_pos[p] for p in range(lo, hi + 1))
-        chains_enc.append((src, tuple(tgt), len(members), min(mult[m] for m in members)))
+    def emit(src, tgt, members):
+        chains_enc.append((tuple(src), tuple(tgt), len(members),
+                           min(map(mult.__getitem__, members))))
 
     joined = sorted(has_prev.union(nxt))
     in_path = np.zeros(len(frags), dtype=bool)
