@@ -41,12 +41,20 @@ taken too when neither end is taken yet (longest overlap first; no cycle). Its o
 the conservative chains plus the greedy ones, so it never rebuilds less; its false
 joins show in the audit's precision. Both modes keep `MAX_SCAN` and the source placement
 rules (a join needs a single consistent source placement).
+
+How (for releases of millions of pairs): words become integer ids, ranked in sorted
+vocabularies so that nothing depends on line order; pairs are counted and sorted as
+padded numpy arrays; step 3 runs for all fragments at once, one overlap length at a
+time (longest first): target ends become integer o-gram ids, the fragments still
+unresolved are joined with their candidates on those ids, and the shared-token test,
+the placements and the agreement of the candidates are computed on whole arrays in
+batches of `CHUNK` pairs. `_placement` states the placement rule for one pair.
 """
 import gc
 import os
+from dataclasses import dataclass
 from itertools import chain, islice
 from operator import itemgetter
-from dataclasses import dataclass
 
 import numpy as np
 
