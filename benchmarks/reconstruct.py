@@ -31,11 +31,14 @@ from collections import Counter
 from nmtfrag.audit.reconstruct import reconstruct, read_release
 from nmtfrag.phrases import extract_spans
 
-def rss_mb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+def rss_mb():  # current RSS (Linux); NaN elsewhere
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return float("nan")
 
 args = json.loads(sys.argv[1])
@@ -96,8 +99,10 @@ print(json.dumps({"pairs": len(pairs), "attack_s": t_attack, "reference_s": t_re
 
 def run(**kwargs):
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(kwargs)], check=True,
+    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(kwargs)],
                          capture_output=True, text=True, env=env)
+    if out.returncode:
+        sys.exit(f"benchmark child failed ({kwargs}):\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
