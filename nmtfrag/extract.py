@@ -22,11 +22,12 @@ from .errors import InputError
 from .fileio import (MANIFEST, OWNER_DIR, atomic_writer, check_not_input, owner_path,
                      prepare_output_dir, private_workdir, progress, sha256_file,
                      tool_versions, write_json, write_owner_json)
-from .phrases import extract_spans, phrase_alignment
+from .phrases import phrase_records
 from .randomness import resolve_seed
 from .release import TAGS, ReleaseWriter, release_file_names
 from .sample import ExternalShuffle, buckets_for
-from .symmetrize import SYMMETRIZERS, format_pharaoh, parse_pharaoh, symmetrize
+from .symmetrize import (SYMMETRIZERS, format_pharaoh, parse_pharaoh, parse_points,
+                         symmetrize)
 from .tokenize import to_tokens
 
 ALIGNMENT_FILE = "corpus.align"  # kept (--keep-alignments) only in OUT/owner/
@@ -101,23 +102,15 @@ def phrase_pairs(s_tok, t_tok, points, max_len, min_len, allow_whole_sentences,
     """(src, tgt, inner alignment) of one sentence pair, and how many were whole-sentence.
 
     The inner alignment is computed only `with_alignment` (it is written only with
-    --keep-alignments, and costs a third of the extraction time); else it is "".
+    --keep-alignments); else it is "".
 
     A pair whose source side is the whole source sentence, or whose target side is the
     whole target sentence, releases that sentence verbatim: it is dropped unless
-    `allow_whole_sentences`. (phrases.py keeps Moses semantics; the rule lives here.)
+    `allow_whole_sentences`. (phrases.py keeps Moses semantics; the rule is applied here.)
     """
-    pairs, whole = [], 0
-    n_src, n_tgt = len(s_tok), len(t_tok)
-    for span in extract_spans(n_src, n_tgt, points, max_len, min_len):
-        s0, s1, t0, t1 = span
-        if s1 - s0 + 1 == n_src or t1 - t0 + 1 == n_tgt:
-            whole += 1
-            if not allow_whole_sentences:
-                continue
-        pairs.append((" ".join(s_tok[s0:s1 + 1]), " ".join(t_tok[t0:t1 + 1]),
-                      phrase_alignment(points, span) if with_alignment else ""))
-    return pairs, whole
+    records, whole = phrase_records(s_tok, t_tok, points, max_len, min_len,
+                                    with_alignment, keep_whole=allow_whole_sentences)
+    return [tuple(r.split("\t")) for r in records], whole
 
 
 def _given_alignments(path, line_numbers):
@@ -128,7 +121,7 @@ def _given_alignments(path, line_numbers):
         for line_no, line in enumerate(f, 1):
             if line_no == next_wanted:
                 try:
-                    yield line_no, parse_pharaoh(line)
+                    yield line_no, parse_points(line)
                 except ValueError as exc:
                     raise InputError(f"{path} line {line_no}: {exc}") from None
                 next_wanted = next(wanted, None)
@@ -150,12 +143,15 @@ def write_corpus_alignment(aligned, tokenised, n_lines, path, source_name):
     written = 0
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         for (line_no, points), (s_tok, t_tok) in zip(aligned, tokenised):
-            for i, j in points:
-                if i >= len(s_tok) or j >= len(t_tok):
-                    raise InputError(
-                        f"{source_name} line {line_no}: point {i}-{j} is outside a pair "
-                        f"of {len(s_tok)} and {len(t_tok)} tokens (was it made for this "
-                        f"corpus and tokenisation?)")
+            points = set(points)
+            if points and (max(i for i, _ in points) >= len(s_tok) or
+                           max(j for _, j in points) >= len(t_tok)):
+                i, j = next((i, j) for i, j in sorted(points)
+                            if i >= len(s_tok) or j >= len(t_tok))
+                raise InputError(
+                    f"{source_name} line {line_no}: point {i}-{j} is outside a pair "
+                    f"of {len(s_tok)} and {len(t_tok)} tokens (was it made for this "
+                    f"corpus and tokenisation?)")
             f.write("\n" * (line_no - 1 - written) + format_pharaoh(points) + "\n")
             written = line_no
         f.write("\n" * (n_lines - written))
@@ -319,14 +315,17 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         try:
             aligned = _given_alignments(align_path, line_numbers)
             pairs = zip(aligned, _tokenised(tok_src, tok_tgt))
+            with_alignment = "alignment" in names
             for (line_no, points), (s_tok, t_tok) in progress(
                     pairs, total=len(line_numbers), desc="extract", unit="sent"):
-                found, whole = phrase_pairs(s_tok, t_tok, points, max_len, min_len,
-                                            allow_whole_sentences, "alignment" in names)
-                if dp is not None:
+                if dp is None:
+                    found, whole = phrase_records(s_tok, t_tok, points, max_len, min_len,
+                                                  with_alignment, allow_whole_sentences)
+                    pool.add_many(found)
+                else:
+                    found, whole = phrase_pairs(s_tok, t_tok, points, max_len, min_len,
+                                                allow_whole_sentences, False)
                     pool.add_unit(line_no, found)
-                for s_phrase, t_phrase, inner in found if dp is None else ():
-                    pool.add(f"{s_phrase}\t{t_phrase}\t{inner}")
                 sentences_without_pairs += not found
                 short_sentence_pairs += max(len(s_tok), len(t_tok)) <= max_len
                 whole_occurrences += whole
@@ -340,9 +339,8 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
                 os.unlink(os.path.join(out, MANIFEST))
             with ReleaseWriter(out, names, max_len, tag) as writer:
                 if dp is None:
-                    for record in pool.sample(sample_rate):
-                        s_phrase, t_phrase, inner = record.split("\t")
-                        writer.write(s_phrase, t_phrase, inner)
+                    for records in pool.sample_chunks(sample_rate):
+                        writer.write_records(records)
                 else:
                     for s_phrase, t_phrase in pool.release(rng, seed):
                         writer.write(s_phrase, t_phrase)

@@ -10,6 +10,7 @@ nothing changes; then FINAL-AND over the forward, then the reverse alignment. Th
 is our reference; Moses `symal` and fast_align `atools` differ from it and from each
 other on some sentences (see README).
 """
+import re
 
 NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
 
@@ -23,6 +24,19 @@ def parse_pharaoh(line):
             raise ValueError(f"not a Pharaoh alignment point: {item!r}")
         points.add((int(i), int(j)))
     return points
+
+
+_POINTS = re.compile(r"\s*(?:\d+-\d+(?:\s+|$))*")
+
+
+def parse_points(line):
+    """`"0-0 1-2"` → [(0, 0), (1, 2)], file order, repeats kept; ValueError as
+    `parse_pharaoh` (whose rules it keeps), but per line instead of per point in Python:
+    extraction parses every line of the corpus alignment."""
+    if not _POINTS.fullmatch(line):
+        return list(parse_pharaoh(line))  # raises, naming the bad item
+    numbers = list(map(int, line.replace("-", " ").split()))
+    return list(zip(numbers[0::2], numbers[1::2]))
 
 
 def format_pharaoh(points):
