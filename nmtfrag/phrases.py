@@ -76,14 +76,15 @@ def phrase_alignment(points, span):
     return " ".join(f"{i - s0}-{j - t0}" for j, i in inside)
 
 
-def phrase_records(src_tokens, tgt_tokens, points, max_len, min_len=1,
+def phrase_records_python(src_tokens, tgt_tokens, points, max_len, min_len=1,
                    with_alignment=False, keep_whole=True):
     """Phrase pairs of one sentence pair as `src\ttgt\talignment` strings, and how many
     were whole-sentence (a side spanning its whole sentence), dropped unless `keep_whole`.
 
     The production path: the occurrences and order of `extract_spans` (alignment as
     `phrase_alignment`, "" unless `with_alignment`), built for speed, since extraction
-    runs per occurrence. Consistency is checked incrementally as the target span grows;
+    runs per occurrence. `phrase_records` is the compiled copy of this function
+    (_phrases_fast.pyx) where it was built, else this one. Consistency is checked incrementally as the target span grows;
     each target string, alignment string and source prefix is built once per span and
     shared by its widened variants. The inner alignment of a consistent pair is the set of
     points of its target span (none of them can lie outside its source span).
@@ -150,6 +151,12 @@ def phrase_records(src_tokens, tgt_tokens, points, max_len, min_len=1,
                     src_text += " " + src_tokens[s1]
                 s0 -= 1
     return records, whole
+
+
+try:  # built by `pip install -e .` / `python3 setup.py build_ext --inplace`
+    from ._phrases_fast import phrase_records
+except ImportError:
+    phrase_records = phrase_records_python
 
 
 def extract_phrase_pairs(src_tokens, tgt_tokens, points, max_len, min_len=1,

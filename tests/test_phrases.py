@@ -3,7 +3,9 @@ import random
 
 import pytest
 
-from nmtfrag.phrases import extract_phrase_pairs, extract_spans, phrase_alignment, phrase_records
+from nmtfrag import phrases
+from nmtfrag.phrases import (extract_phrase_pairs, extract_spans, phrase_alignment,
+                             phrase_records)
 
 # Koehn (2009), Statistical Machine Translation, Figures 5.2 and 5.5 (German source).
 DE = "michael geht davon aus , dass er im haus bleibt".split()
@@ -110,8 +112,13 @@ def straightforward_records(src, tgt, points, max_len, min_len, with_alignment,
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_fast_records_equal_the_straightforward_path(seed):
+@pytest.mark.parametrize("impl", ["python", "compiled"])
+def test_fast_records_equal_the_straightforward_path(seed, impl):
     """Same occurrences, same order, same strings and whole-sentence count."""
+    if impl == "compiled":
+        fast = pytest.importorskip("nmtfrag._phrases_fast").phrase_records
+    else:
+        fast = phrases.phrase_records_python
     rng = random.Random(100 + seed)
     for _ in range(300):
         n_src, n_tgt, points = random_alignment(rng)
@@ -121,8 +128,7 @@ def test_fast_records_equal_the_straightforward_path(seed):
         src = [f"s{k}" for k in range(n_src)]
         tgt = [f"t{k}" for k in range(n_tgt)]
         shuffled = sorted(points, key=lambda _: rng.random())  # any point order
-        assert phrase_records(src, tgt, shuffled, max_len, min_len, with_alignment,
-                              keep_whole) == \
+        assert fast(src, tgt, shuffled, max_len, min_len, with_alignment, keep_whole) == \
             straightforward_records(src, tgt, points, max_len, min_len, with_alignment,
                                     keep_whole)
 
@@ -130,5 +136,6 @@ def test_fast_records_equal_the_straightforward_path(seed):
 def test_point_outside_sentence_is_refused():
     with pytest.raises(ValueError):
         extract_spans(2, 2, {(2, 0)}, 4)
-    with pytest.raises(ValueError):
-        phrase_records(["a", "b"], ["x", "y"], [(0, 2)], 4)
+    for fast in (phrase_records, phrases.phrase_records_python):
+        with pytest.raises(ValueError):
+            fast(["a", "b"], ["x", "y"], [(0, 2)], 4)
