@@ -127,6 +127,19 @@ def _given_alignments(path, line_numbers):
                 next_wanted = next(wanted, None)
 
 
+def _own_alignments(path, line_numbers):
+    """(line_no, points) of the used pairs from the canonical file we wrote and checked
+    (write_corpus_alignment): parsed without re-checking, once per sentence pair."""
+    wanted = iter(line_numbers)
+    next_wanted = next(wanted, None)
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if line_no == next_wanted:
+                numbers = list(map(int, line.replace("-", " ").split()))
+                yield line_no, list(zip(numbers[0::2], numbers[1::2]))
+                next_wanted = next(wanted, None)
+
+
 def _eflomal_alignments(fwd_path, rev_path, method, line_numbers, tokenised):
     """(line_no, points) symmetrised from eflomal's two directional link files."""
     with open(fwd_path, encoding="utf-8") as ff, open(rev_path, encoding="utf-8") as fr:
@@ -313,7 +326,7 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         sentences_without_pairs = short_sentence_pairs = 0
         whole_occurrences = sentences_with_whole = 0
         try:
-            aligned = _given_alignments(align_path, line_numbers)
+            aligned = _own_alignments(align_path, line_numbers)
             pairs = zip(aligned, _tokenised(tok_src, tok_tgt))
             with_alignment = "alignment" in names
             for (line_no, points), (s_tok, t_tok) in progress(
@@ -333,18 +346,21 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
             timings["extract"] = time.perf_counter() - t0
             timings["extract_cpu"] = time.process_time() - cpu0
 
-            t0 = time.perf_counter()
+            t0, writing = time.perf_counter(), 0.0
             if overwrite and os.path.exists(os.path.join(out, MANIFEST)):
                 # the old release stops being "finished" before its files change
                 os.unlink(os.path.join(out, MANIFEST))
             with ReleaseWriter(out, names, max_len, tag) as writer:
                 if dp is None:
                     for records in pool.sample_chunks(sample_rate):
+                        t1 = time.perf_counter()
                         writer.write_records(records)
+                        writing += time.perf_counter() - t1
                 else:
                     for s_phrase, t_phrase in pool.release(rng, seed):
                         writer.write(s_phrase, t_phrase)
             timings["sample+write"] = time.perf_counter() - t0
+            timings["write"] = writing  # the rest of sample+write reads and shuffles
         finally:
             pool.close()
 
