@@ -14,6 +14,7 @@ import resource
 import shutil
 import time
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from . import __version__
 from .align import ALIGNER_MAX_TOKENS, align_files, check_priors
@@ -156,10 +157,10 @@ def write_corpus_alignment(aligned, tokenised, n_lines, path, source_name):
     written = 0
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         for (line_no, points), (s_tok, t_tok) in zip(aligned, tokenised):
-            points = set(points)
-            if points and (max(i for i, _ in points) >= len(s_tok) or
-                           max(j for _, j in points) >= len(t_tok)):
-                i, j = next((i, j) for i, j in sorted(points)
+            points = sorted(set(points))
+            if points and (points[-1][0] >= len(s_tok) or
+                           max(map(itemgetter(1), points)) >= len(t_tok)):
+                i, j = next((i, j) for i, j in points
                             if i >= len(s_tok) or j >= len(t_tok))
                 raise InputError(
                     f"{source_name} line {line_no}: point {i}-{j} is outside a pair "

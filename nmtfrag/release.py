@@ -5,6 +5,7 @@ upstream, no segment longer than `max_len` words (tags not counted) is written, 
 violation aborts the whole release before any file appears.
 """
 import contextlib
+import itertools
 import os
 from collections import Counter
 
@@ -17,6 +18,20 @@ TAGS = (TAG_OPEN, TAG_CLOSE)
 def add_tags(segment):
     """`a b` → `<P> a b </P>`: tags are separate tokens (kept whole through BPE later)."""
     return f"{TAG_OPEN} {segment} {TAG_CLOSE}"
+
+
+def word_counts(segments):
+    """{words: segments} as len(segment.split()) counts them, for many segments.
+
+    Counting spaces is exact when every segment is non-empty words separated by single
+    spaces and no other whitespace: checked on the whole block at once (every
+    whitespace character but the space is non-printable), else each is split."""
+    joined = " ".join(segments)
+    if joined.isprintable() and "  " not in joined and joined[:1] != " " and \
+            joined[-1:] != " " and "" not in segments:
+        spaces = Counter(map(str.count, segments, itertools.repeat(" ")))
+        return Counter({n + 1: k for n, k in spaces.items()})
+    return Counter(map(len, map(str.split, segments)))
 
 
 class ReleaseTooLong(RuntimeError):
@@ -79,14 +94,13 @@ class ReleaseWriter:
         if len(fields) != 3 * len(records):
             raise ValueError("a record is not 'src<TAB>tgt<TAB>alignment'")
         srcs, tgts = fields[0::3], fields[1::3]
-        n_src = list(map(len, map(str.split, srcs)))
-        n_tgt = list(map(len, map(str.split, tgts)))
-        longest, shortest = max(max(n_src), max(n_tgt)), min(min(n_src), min(n_tgt))
-        if not (0 < shortest and longest <= self.max_len):
+        src_lengths, tgt_lengths = word_counts(srcs), word_counts(tgts)
+        longest = max(max(src_lengths), max(tgt_lengths))
+        if not (min(min(src_lengths), min(tgt_lengths)) > 0 and longest <= self.max_len):
             raise ReleaseTooLong(f"a segment of {longest} words exceeds "
                                  f"max-len {self.max_len}; nothing was released")
-        self.src_lengths.update(n_src)
-        self.tgt_lengths.update(n_tgt)
+        self.src_lengths.update(src_lengths)
+        self.tgt_lengths.update(tgt_lengths)
         self.count += len(records)
         if "alignment" in self._files:
             self._files["alignment"].write("\n".join(records).replace("\t", " ||| ") + "\n")

@@ -18,6 +18,13 @@ import numpy as np
 BUCKET_BLOCK = 1 << 16  # bucket ids drawn per numpy call
 
 
+def _take(items, indices):
+    """[items[i] for i in indices], with numpy's indexing instead of a Python loop."""
+    objects = np.empty(len(items), dtype=object)
+    objects[:] = items
+    return objects[indices].tolist()
+
+
 def buckets_for(n_sentences, sentences_per_bucket=250, most=512):
     """Enough buckets that each holds the phrase pairs of ~250 sentences (flat memory)."""
     return max(8, min(most, -(-n_sentences // sentences_per_bucket)))
@@ -50,13 +57,13 @@ class ExternalShuffle:
 
     def _distribute(self, block):
         ids = self.rng.integers(0, len(self.files), BUCKET_BLOCK)[:len(block)]
-        order = np.argsort(ids, kind="stable").tolist()
+        by_bucket = _take(block, np.argsort(ids, kind="stable"))
         counts = np.bincount(ids, minlength=len(self.files))
         self.sizes += counts
         start = 0
         for f, n in zip(self.files, counts.tolist()):
             if n:
-                f.write("\n".join([block[k] for k in order[start:start + n]]) + "\n")
+                f.write("\n".join(by_bucket[start:start + n]) + "\n")
                 start += n
 
     @property
@@ -82,7 +89,7 @@ class ExternalShuffle:
             with open(path, encoding="utf-8") as f:
                 records = f.read().split("\n")[:-1]
             os.unlink(path)
-            yield [records[i] for i in self.rng.permutation(len(records))[:k].tolist()]
+            yield _take(records, self.rng.permutation(len(records))[:k])
 
     def close(self):
         for f in self.files:

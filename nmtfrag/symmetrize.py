@@ -10,6 +10,7 @@ nothing changes; then FINAL-AND over the forward, then the reverse alignment. Th
 is our reference; Moses `symal` and fast_align `atools` differ from it and from each
 other on some sentences (see README).
 """
+import itertools
 import re
 
 NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
@@ -40,8 +41,10 @@ def parse_points(line):
 
 
 def format_pharaoh(points):
-    """Canonical text: points sorted by source then target index."""
-    return " ".join(f"{i}-{j}" for i, j in sorted(points))
+    """Canonical text: points sorted by source then target index (one format call per
+    line: the corpus alignment is written once per sentence pair)."""
+    points = sorted(points)
+    return " ".join(["%d-%d"] * len(points)) % tuple(itertools.chain.from_iterable(points))
 
 
 def union(fwd, rev, n_src=None, n_tgt=None):

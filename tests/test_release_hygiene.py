@@ -280,3 +280,15 @@ def test_write_records_writes_what_write_does(tmp_path, tag):
     with pytest.raises(ReleaseTooLong):
         with ReleaseWriter(str(tmp_path / "one"), names, 2, tag) as writer:
             writer.write_records(records)
+
+
+@pytest.mark.parametrize("segments", [
+    ["a b", "c", "d e f"],
+    ["a\u00a0b", "c"],            # a no-break space splits words too
+    ["a  b", "c"], [" a", "b"], ["a ", "b"], ["a", ""], [""], ["a\tb c"],
+    ["a\u200bb", "c d"],          # non-printable, not whitespace: one word
+])
+def test_word_counts_are_split_counts(segments):
+    from nmtfrag.release import word_counts
+
+    assert word_counts(segments) == Counter(len(s.split()) for s in segments)
