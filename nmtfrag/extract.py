@@ -128,19 +128,6 @@ def _given_alignments(path, line_numbers):
                 next_wanted = next(wanted, None)
 
 
-def _own_alignments(path, line_numbers):
-    """(line_no, points) of the used pairs from the canonical file we wrote and checked
-    (write_corpus_alignment): parsed without re-checking, once per sentence pair."""
-    wanted = iter(line_numbers)
-    next_wanted = next(wanted, None)
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if line_no == next_wanted:
-                numbers = list(map(int, line.replace("-", " ").split()))
-                yield line_no, list(zip(numbers[0::2], numbers[1::2]))
-                next_wanted = next(wanted, None)
-
-
 def _eflomal_alignments(fwd_path, rev_path, method, line_numbers, tokenised):
     """(line_no, points) symmetrised from eflomal's two directional link files."""
     with open(fwd_path, encoding="utf-8") as ff, open(rev_path, encoding="utf-8") as fr:
@@ -149,26 +136,34 @@ def _eflomal_alignments(fwd_path, rev_path, method, line_numbers, tokenised):
                                       len(s_tok), len(t_tok))
 
 
-def write_corpus_alignment(aligned, tokenised, n_lines, path, source_name):
-    """Write one canonical Pharaoh line per input line (empty for skipped lines).
+def checked_alignments(aligned, tokenised, n_lines, f, source_name, clock):
+    """Yield (line_no, points, src tokens, tgt tokens) of each used pair, writing one
+    canonical Pharaoh line per input line to `f` (empty for skipped lines) as it goes.
 
-    Checks every point lies inside its sentence pair, so extraction can trust it.
+    Checks every point lies inside its sentence pair, so extraction can trust it. One
+    pass serves both the corpus alignment and extraction (no second parse of either
+    file). `clock[0]` accumulates the seconds spent here and upstream (parsing,
+    symmetrising), so the caller can tell them from extraction.
     """
     written = 0
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for (line_no, points), (s_tok, t_tok) in zip(aligned, tokenised):
-            points = sorted(set(points))
-            if points and (points[-1][0] >= len(s_tok) or
-                           max(map(itemgetter(1), points)) >= len(t_tok)):
-                i, j = next((i, j) for i, j in points
-                            if i >= len(s_tok) or j >= len(t_tok))
-                raise InputError(
-                    f"{source_name} line {line_no}: point {i}-{j} is outside a pair "
-                    f"of {len(s_tok)} and {len(t_tok)} tokens (was it made for this "
-                    f"corpus and tokenisation?)")
-            f.write("\n" * (line_no - 1 - written) + format_pharaoh(points) + "\n")
-            written = line_no
-        f.write("\n" * (n_lines - written))
+    now = time.perf_counter
+    start = now()
+    for (line_no, points), (s_tok, t_tok) in zip(aligned, tokenised):
+        points = sorted(set(points))
+        if points and (points[-1][0] >= len(s_tok) or
+                       max(map(itemgetter(1), points)) >= len(t_tok)):
+            i, j = next((i, j) for i, j in points if i >= len(s_tok) or j >= len(t_tok))
+            raise InputError(
+                f"{source_name} line {line_no}: point {i}-{j} is outside a pair "
+                f"of {len(s_tok)} and {len(t_tok)} tokens (was it made for this "
+                f"corpus and tokenisation?)")
+        f.write("\n" * (line_no - 1 - written) + format_pharaoh(points) + "\n")
+        written = line_no
+        clock[0] += now() - start
+        yield line_no, points, s_tok, t_tok
+        start = now()
+    f.write("\n" * (n_lines - written))
+    clock[0] += now() - start
 
 
 def _tokenised(src_path, tgt_path):
@@ -316,9 +311,8 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         else:
             aligned = _given_alignments(alignments, line_numbers)
             source_name = alignments
-        write_corpus_alignment(aligned, _tokenised(tok_src, tok_tgt), n_lines, align_path,
-                               source_name)
-        timings["symmetrise"] = time.perf_counter() - t0
+        symmetrise = [time.perf_counter() - t0]  # the rest happens as extraction reads
+        before_pass = symmetrise[0]
 
         t0, cpu0 = time.perf_counter(), time.process_time()
         rng = seed.numpy_rng()
@@ -327,25 +321,29 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         sentences_without_pairs = short_sentence_pairs = 0
         whole_occurrences = sentences_with_whole = 0
         try:
-            aligned = _own_alignments(align_path, line_numbers)
-            pairs = zip(aligned, _tokenised(tok_src, tok_tgt))
             with_alignment = "alignment" in names
-            for (line_no, points), (s_tok, t_tok) in progress(
-                    pairs, total=len(line_numbers), desc="extract", unit="sent"):
-                if dp is None:
-                    found, whole = phrase_records(s_tok, t_tok, points, max_len, min_len,
-                                                  with_alignment, allow_whole_sentences)
-                    pool.add_many(found)
-                else:
-                    found, whole = phrase_pairs(s_tok, t_tok, points, max_len, min_len,
-                                                allow_whole_sentences, False)
-                    pool.add_unit(line_no, found)
-                sentences_without_pairs += not found
-                short_sentence_pairs += max(len(s_tok), len(t_tok)) <= max_len
-                whole_occurrences += whole
-                sentences_with_whole += whole > 0
-            timings["extract"] = time.perf_counter() - t0
+            with open(align_path, "w", encoding="utf-8", newline="\n") as align_out:
+                checked = checked_alignments(aligned, _tokenised(tok_src, tok_tgt), n_lines,
+                                             align_out, source_name, symmetrise)
+                for line_no, points, s_tok, t_tok in progress(
+                        checked, total=len(line_numbers), desc="extract", unit="sent"):
+                    if dp is None:
+                        found, whole = phrase_records(s_tok, t_tok, points, max_len,
+                                                      min_len, with_alignment,
+                                                      allow_whole_sentences)
+                        pool.add_many(found)
+                    else:
+                        found, whole = phrase_pairs(s_tok, t_tok, points, max_len, min_len,
+                                                    allow_whole_sentences, False)
+                        pool.add_unit(line_no, found)
+                    sentences_without_pairs += not found
+                    short_sentence_pairs += max(len(s_tok), len(t_tok)) <= max_len
+                    whole_occurrences += whole
+                    sentences_with_whole += whole > 0
+            # the shared pass less its alignment work (extract_cpu: all of the pass)
+            timings["extract"] = time.perf_counter() - t0 - (symmetrise[0] - before_pass)
             timings["extract_cpu"] = time.process_time() - cpu0
+            timings["symmetrise"] = symmetrise[0]
 
             t0, writing = time.perf_counter(), 0.0
             if overwrite and os.path.exists(os.path.join(out, MANIFEST)):
