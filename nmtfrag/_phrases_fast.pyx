@@ -149,3 +149,78 @@ def phrase_records(list src_tokens, list tgt_tokens, points, int max_len, int mi
         free(first_tgt); free(last_tgt); free(col_start); free(col_src)
         free(pt_src); free(pt_tgt); free(buf)
     return records, whole
+
+
+cdef extern from "stdlib.h":
+    void qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *) noexcept nogil) nogil
+
+
+cdef int _cmp_keys(const void *a, const void *b) noexcept nogil:
+    cdef long long x = (<const long long *> a)[0], y = (<const long long *> b)[0]
+    return (x > y) - (x < y)
+
+
+def canonical_alignment(str line):
+    """(points sorted by (i, j) without repeats, canonical Pharaoh text) of one line, or
+    None when the line is anything but plain ASCII `i-j` items: the caller's Python
+    parser then decides (and names the error)."""
+    cdef bytes raw
+    try:
+        raw = line.encode("ascii")
+    except UnicodeEncodeError:
+        return None
+    cdef const char *s = raw
+    cdef Py_ssize_t n = len(raw), pos = 0, count = 0, k
+    cdef long long *keys = <long long *> malloc((n // 4 + 1) * sizeof(long long))
+    cdef char *buf = NULL
+    cdef long long i, j
+    cdef int digits
+    cdef list points = []
+    if not keys:
+        raise MemoryError()
+    try:
+        while True:
+            while pos < n and (s[pos] == 32 or s[pos] == 9 or s[pos] == 10 or s[pos] == 13):
+                pos += 1
+            if pos == n:
+                break
+            i = j = 0
+            digits = 0
+            while pos < n and 48 <= s[pos] <= 57 and digits < 10:
+                i = i * 10 + (s[pos] - 48)
+                pos += 1
+                digits += 1
+            if digits == 0 or digits == 10 or pos == n or s[pos] != 45:
+                return None
+            pos += 1
+            digits = 0
+            while pos < n and 48 <= s[pos] <= 57 and digits < 10:
+                j = j * 10 + (s[pos] - 48)
+                pos += 1
+                digits += 1
+            if digits == 0 or digits == 10 or (pos < n and not (
+                    s[pos] == 32 or s[pos] == 9 or s[pos] == 10 or s[pos] == 13)):
+                return None
+            keys[count] = (i << 32) | j
+            count += 1
+        qsort(keys, count, sizeof(long long), _cmp_keys)
+        buf = <char *> malloc(22 * count + 1)
+        if not buf:
+            raise MemoryError()
+        pos = 0
+        for k in range(count):
+            if k and keys[k] == keys[k - 1]:
+                continue
+            i, j = keys[k] >> 32, keys[k] & 0xFFFFFFFF
+            points.append((i, j))
+            if pos:
+                buf[pos] = 32
+                pos += 1
+            pos = _put_int(buf, pos, <int> i)
+            buf[pos] = 45
+            pos += 1
+            pos = _put_int(buf, pos, <int> j)
+        return points, buf[:pos].decode("ascii")
+    finally:
+        free(keys)
+        free(buf)

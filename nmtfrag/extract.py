@@ -27,7 +27,7 @@ from .phrases import phrase_records
 from .randomness import resolve_seed
 from .release import TAGS, ReleaseWriter, release_file_names
 from .sample import ExternalShuffle, buckets_for
-from .symmetrize import (SYMMETRIZERS, format_pharaoh, parse_pharaoh, parse_points,
+from .symmetrize import (SYMMETRIZERS, canonical_points, format_pharaoh, parse_pharaoh,
                          symmetrize)
 from .tokenize import to_tokens
 
@@ -115,25 +115,27 @@ def phrase_pairs(s_tok, t_tok, points, max_len, min_len, allow_whole_sentences,
 
 
 def _given_alignments(path, line_numbers):
-    """(line_no, points) of the used pairs from a file with one line per input line."""
+    """(line_no, (points, canonical text)) of the used pairs from a file with one line
+    per input line (points sorted, without repeats)."""
     wanted = iter(line_numbers)
     next_wanted = next(wanted, None)
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, 1):
             if line_no == next_wanted:
                 try:
-                    yield line_no, parse_points(line)
+                    yield line_no, canonical_points(line)
                 except ValueError as exc:
                     raise InputError(f"{path} line {line_no}: {exc}") from None
                 next_wanted = next(wanted, None)
 
 
 def _eflomal_alignments(fwd_path, rev_path, method, line_numbers, tokenised):
-    """(line_no, points) symmetrised from eflomal's two directional link files."""
+    """(line_no, (points, canonical text)) symmetrised from eflomal's two link files."""
     with open(fwd_path, encoding="utf-8") as ff, open(rev_path, encoding="utf-8") as fr:
         for line_no, fwd, rev, (s_tok, t_tok) in zip(line_numbers, ff, fr, tokenised):
-            yield line_no, symmetrize(parse_pharaoh(fwd), parse_pharaoh(rev), method,
-                                      len(s_tok), len(t_tok))
+            points = sorted(symmetrize(parse_pharaoh(fwd), parse_pharaoh(rev), method,
+                                       len(s_tok), len(t_tok)))
+            yield line_no, (points, format_pharaoh(points))
 
 
 def checked_alignments(aligned, tokenised, n_lines, f, source_name, clock):
@@ -148,8 +150,7 @@ def checked_alignments(aligned, tokenised, n_lines, f, source_name, clock):
     written = 0
     now = time.perf_counter
     start = now()
-    for (line_no, points), (s_tok, t_tok) in zip(aligned, tokenised):
-        points = sorted(set(points))
+    for (line_no, (points, text)), (s_tok, t_tok) in zip(aligned, tokenised):
         if points and (points[-1][0] >= len(s_tok) or
                        max(map(itemgetter(1), points)) >= len(t_tok)):
             i, j = next((i, j) for i, j in points if i >= len(s_tok) or j >= len(t_tok))
@@ -157,7 +158,7 @@ def checked_alignments(aligned, tokenised, n_lines, f, source_name, clock):
                 f"{source_name} line {line_no}: point {i}-{j} is outside a pair "
                 f"of {len(s_tok)} and {len(t_tok)} tokens (was it made for this "
                 f"corpus and tokenisation?)")
-        f.write("\n" * (line_no - 1 - written) + format_pharaoh(points) + "\n")
+        f.write("\n" * (line_no - 1 - written) + text + "\n")
         written = line_no
         clock[0] += now() - start
         yield line_no, points, s_tok, t_tok

@@ -40,6 +40,25 @@ def parse_points(line):
     return list(zip(numbers[0::2], numbers[1::2]))
 
 
+def canonical_points_python(line):
+    """(points sorted by (i, j) without repeats, their canonical text) of one line."""
+    points = sorted(set(parse_points(line)))
+    return points, format_pharaoh(points)
+
+
+def canonical_points(line):
+    """`canonical_points_python`, compiled where nmtfrag._phrases_fast was built: the
+    given alignment of a whole corpus is parsed, sorted and rewritten line by line."""
+    found = _canonical_alignment(line) if _canonical_alignment else None
+    return found if found is not None else canonical_points_python(line)
+
+
+try:
+    from ._phrases_fast import canonical_alignment as _canonical_alignment
+except ImportError:
+    _canonical_alignment = None
+
+
 def format_pharaoh(points):
     """Canonical text: points sorted by source then target index (one format call per
     line: the corpus alignment is written once per sentence pair)."""
