@@ -20,22 +20,28 @@ def add_tags(segment):
     return f"{TAG_OPEN} {segment} {TAG_CLOSE}"
 
 
-def word_counts(segments):
-    """{words: segments} as len(segment.split()) counts them, for many segments.
+def word_counts(block, n_segments):
+    """{words: segments} of the `n_segments` lines of `block` ("\\n"-joined), as
+    len(segment.split()) counts them.
 
     Counting spaces is exact when every segment is non-empty words separated by single
     spaces and no other whitespace: checked on the whole block at once (every
-    whitespace character but the space is non-printable), else each is split. Counted
-    with numpy: a Counter's per-item hashing costs more than the counting."""
+    whitespace character but the space is non-printable); then the spaces are counted
+    per line with numpy on the UTF-8 bytes, else each segment is split."""
     import numpy as np
 
-    joined = " ".join(segments)
-    if joined.isprintable() and "  " not in joined and joined[:1] != " " and \
-            joined[-1:] != " " and "" not in segments:
-        words = np.fromiter(map(str.count, segments, itertools.repeat(" ")), np.int64,
-                            len(segments)) + 1
+    if block.count("\n") != n_segments - 1:
+        raise ValueError("a segment holds a line break")
+    flat = block.replace("\n", " ")
+    if flat and flat.isprintable() and "  " not in flat and flat[0] != " " and \
+            flat[-1] != " ":
+        data = np.frombuffer(block.encode("utf-8"), np.uint8)
+        spaces = np.flatnonzero(data == 32)
+        ends = np.append(np.flatnonzero(data == 10), len(data))
+        words = np.diff(np.searchsorted(spaces, ends), prepend=0) + 1
     else:
-        words = np.fromiter(map(len, map(str.split, segments)), np.int64, len(segments))
+        words = np.fromiter(map(len, map(str.split, block.split("\n"))), np.int64,
+                            n_segments)
     per_length = np.bincount(words)
     return Counter({n: k for n, k in enumerate(per_length.tolist()) if k})
 
@@ -99,8 +105,9 @@ class ReleaseWriter:
         fields = "\t".join(records).split("\t")
         if len(fields) != 3 * len(records):
             raise ValueError("a record is not 'src<TAB>tgt<TAB>alignment'")
-        srcs, tgts = fields[0::3], fields[1::3]
-        src_lengths, tgt_lengths = word_counts(srcs), word_counts(tgts)
+        src_block, tgt_block = "\n".join(fields[0::3]), "\n".join(fields[1::3])
+        src_lengths = word_counts(src_block, len(records))
+        tgt_lengths = word_counts(tgt_block, len(records))
         longest = max(max(src_lengths), max(tgt_lengths))
         if not (min(min(src_lengths), min(tgt_lengths)) > 0 and longest <= self.max_len):
             raise ReleaseTooLong(f"a segment of {longest} words exceeds "
@@ -110,8 +117,7 @@ class ReleaseWriter:
         self.count += len(records)
         if "alignment" in self._files:
             self._files["alignment"].write("\n".join(records).replace("\t", " ||| ") + "\n")
-        for role, segments in (("src", srcs), ("tgt", tgts)):
-            block = "\n".join(segments)
+        for role, block in (("src", src_block), ("tgt", tgt_block)):
             if self.tag:
                 block = add_tags(block.replace("\n", f" {TAG_CLOSE}\n{TAG_OPEN} "))
             self._files[role].write(block + "\n")

@@ -287,8 +287,11 @@ def test_write_records_writes_what_write_does(tmp_path, tag):
     ["a\u00a0b", "c"],            # a no-break space splits words too
     ["a  b", "c"], [" a", "b"], ["a ", "b"], ["a", ""], [""], ["a\tb c"],
     ["a\u200bb", "c d"],          # non-printable, not whitespace: one word
+    ["ä b", "日本 語 x", "c"],      # spaces counted on UTF-8 bytes
+    ["a", "b c", "d e f g"] * 50,
 ])
 def test_word_counts_are_split_counts(segments):
     from nmtfrag.release import word_counts
 
-    assert word_counts(segments) == Counter(len(s.split()) for s in segments)
+    assert word_counts("\n".join(segments), len(segments)) == \
+        Counter(len(s.split()) for s in segments)
