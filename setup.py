@@ -3,7 +3,36 @@
 Install with `bash scripts/install.sh`: fairseq-fixed and fastBPE must be built without
 build isolation against the torch already installed (see that script for why).
 """
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
+
+
+class OptionalBuildExt(build_ext):
+    """Compiled helpers are optional: without Cython or a C compiler, nmtfrag uses its
+    pure-Python versions (same output, slower), so the install must not fail."""
+
+    def run(self):
+        try:
+            super().run()
+        except Exception as exc:  # noqa: BLE001 - any build failure means "use Python"
+            print(f"nmtfrag: optional C extension not built ({exc}); using pure Python")
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception as exc:  # noqa: BLE001
+            print(f"nmtfrag: {ext.name} not built ({exc}); using pure Python")
+
+
+def extensions():
+    """nmtfrag._phrases_fast (phrase extraction's inner loop), if Cython is present."""
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        return []
+    return cythonize([Extension("nmtfrag._phrases_fast", ["nmtfrag/_phrases_fast.pyx"])],
+                     language_level=3, quiet=True)
+
 
 setup(
     name="nmtfrag",
@@ -36,4 +65,6 @@ setup(
         "ct2": ["ctranslate2==4.8.5"],
     },
     entry_points={"console_scripts": ["nmtfrag=nmtfrag.cli:main"]},
+    ext_modules=extensions(),
+    cmdclass={"build_ext": OptionalBuildExt},
 )

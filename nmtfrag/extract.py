@@ -14,6 +14,7 @@ import resource
 import shutil
 import time
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from . import __version__
 from .align import ALIGNER_MAX_TOKENS, align_files, check_priors
@@ -22,11 +23,12 @@ from .errors import InputError
 from .fileio import (MANIFEST, OWNER_DIR, atomic_writer, check_not_input, owner_path,
                      prepare_output_dir, private_workdir, progress, sha256_file,
                      tool_versions, write_json, write_owner_json)
-from .phrases import extract_spans, phrase_alignment
+from .phrases import phrase_records
 from .randomness import resolve_seed
 from .release import TAGS, ReleaseWriter, release_file_names
 from .sample import ExternalShuffle, buckets_for
-from .symmetrize import SYMMETRIZERS, format_pharaoh, parse_pharaoh, symmetrize
+from .symmetrize import (SYMMETRIZERS, canonical_points, format_pharaoh, parse_pharaoh,
+                         symmetrize)
 from .tokenize import to_tokens
 
 ALIGNMENT_FILE = "corpus.align"  # kept (--keep-alignments) only in OUT/owner/
@@ -101,64 +103,68 @@ def phrase_pairs(s_tok, t_tok, points, max_len, min_len, allow_whole_sentences,
     """(src, tgt, inner alignment) of one sentence pair, and how many were whole-sentence.
 
     The inner alignment is computed only `with_alignment` (it is written only with
-    --keep-alignments, and costs a third of the extraction time); else it is "".
+    --keep-alignments); else it is "".
 
     A pair whose source side is the whole source sentence, or whose target side is the
     whole target sentence, releases that sentence verbatim: it is dropped unless
-    `allow_whole_sentences`. (phrases.py keeps Moses semantics; the rule lives here.)
+    `allow_whole_sentences`. (phrases.py keeps Moses semantics; the rule is applied here.)
     """
-    pairs, whole = [], 0
-    n_src, n_tgt = len(s_tok), len(t_tok)
-    for span in extract_spans(n_src, n_tgt, points, max_len, min_len):
-        s0, s1, t0, t1 = span
-        if s1 - s0 + 1 == n_src or t1 - t0 + 1 == n_tgt:
-            whole += 1
-            if not allow_whole_sentences:
-                continue
-        pairs.append((" ".join(s_tok[s0:s1 + 1]), " ".join(t_tok[t0:t1 + 1]),
-                      phrase_alignment(points, span) if with_alignment else ""))
-    return pairs, whole
+    records, whole = phrase_records(s_tok, t_tok, points, max_len, min_len,
+                                    with_alignment, keep_whole=allow_whole_sentences)
+    return [tuple(r.split("\t")) for r in records], whole
 
 
 def _given_alignments(path, line_numbers):
-    """(line_no, points) of the used pairs from a file with one line per input line."""
+    """(line_no, (points, canonical text)) of the used pairs from a file with one line
+    per input line (points sorted, without repeats)."""
     wanted = iter(line_numbers)
     next_wanted = next(wanted, None)
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, 1):
             if line_no == next_wanted:
                 try:
-                    yield line_no, parse_pharaoh(line)
+                    yield line_no, canonical_points(line)
                 except ValueError as exc:
                     raise InputError(f"{path} line {line_no}: {exc}") from None
                 next_wanted = next(wanted, None)
 
 
 def _eflomal_alignments(fwd_path, rev_path, method, line_numbers, tokenised):
-    """(line_no, points) symmetrised from eflomal's two directional link files."""
+    """(line_no, (points, canonical text)) symmetrised from eflomal's two link files."""
     with open(fwd_path, encoding="utf-8") as ff, open(rev_path, encoding="utf-8") as fr:
         for line_no, fwd, rev, (s_tok, t_tok) in zip(line_numbers, ff, fr, tokenised):
-            yield line_no, symmetrize(parse_pharaoh(fwd), parse_pharaoh(rev), method,
-                                      len(s_tok), len(t_tok))
+            points = sorted(symmetrize(parse_pharaoh(fwd), parse_pharaoh(rev), method,
+                                       len(s_tok), len(t_tok)))
+            yield line_no, (points, format_pharaoh(points))
 
 
-def write_corpus_alignment(aligned, tokenised, n_lines, path, source_name):
-    """Write one canonical Pharaoh line per input line (empty for skipped lines).
+def checked_alignments(aligned, tokenised, n_lines, f, source_name, clock):
+    """Yield (line_no, points, src tokens, tgt tokens) of each used pair, writing one
+    canonical Pharaoh line per input line to `f` (empty for skipped lines) as it goes.
 
-    Checks every point lies inside its sentence pair, so extraction can trust it.
+    Checks every point lies inside its sentence pair, so extraction can trust it. One
+    pass serves both the corpus alignment and extraction (no second parse of either
+    file). `clock[0]` accumulates the seconds spent here and upstream (parsing,
+    symmetrising), so the caller can tell them from extraction.
     """
     written = 0
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for (line_no, points), (s_tok, t_tok) in zip(aligned, tokenised):
-            for i, j in points:
-                if i >= len(s_tok) or j >= len(t_tok):
-                    raise InputError(
-                        f"{source_name} line {line_no}: point {i}-{j} is outside a pair "
-                        f"of {len(s_tok)} and {len(t_tok)} tokens (was it made for this "
-                        f"corpus and tokenisation?)")
-            f.write("\n" * (line_no - 1 - written) + format_pharaoh(points) + "\n")
-            written = line_no
-        f.write("\n" * (n_lines - written))
+    now = time.perf_counter
+    start = now()
+    for (line_no, (points, text)), (s_tok, t_tok) in zip(aligned, tokenised):
+        if points and (points[-1][0] >= len(s_tok) or
+                       max(map(itemgetter(1), points)) >= len(t_tok)):
+            i, j = next((i, j) for i, j in points if i >= len(s_tok) or j >= len(t_tok))
+            raise InputError(
+                f"{source_name} line {line_no}: point {i}-{j} is outside a pair "
+                f"of {len(s_tok)} and {len(t_tok)} tokens (was it made for this "
+                f"corpus and tokenisation?)")
+        f.write("\n" * (line_no - 1 - written) + text + "\n")
+        written = line_no
+        clock[0] += now() - start
+        yield line_no, points, s_tok, t_tok
+        start = now()
+    f.write("\n" * (n_lines - written))
+    clock[0] += now() - start
 
 
 def _tokenised(src_path, tgt_path):
@@ -306,9 +312,8 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         else:
             aligned = _given_alignments(alignments, line_numbers)
             source_name = alignments
-        write_corpus_alignment(aligned, _tokenised(tok_src, tok_tgt), n_lines, align_path,
-                               source_name)
-        timings["symmetrise"] = time.perf_counter() - t0
+        symmetrise = [time.perf_counter() - t0]  # the rest happens as extraction reads
+        before_pass = symmetrise[0]
 
         t0, cpu0 = time.perf_counter(), time.process_time()
         rng = seed.numpy_rng()
@@ -317,36 +322,45 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         sentences_without_pairs = short_sentence_pairs = 0
         whole_occurrences = sentences_with_whole = 0
         try:
-            aligned = _given_alignments(align_path, line_numbers)
-            pairs = zip(aligned, _tokenised(tok_src, tok_tgt))
-            for (line_no, points), (s_tok, t_tok) in progress(
-                    pairs, total=len(line_numbers), desc="extract", unit="sent"):
-                found, whole = phrase_pairs(s_tok, t_tok, points, max_len, min_len,
-                                            allow_whole_sentences, "alignment" in names)
-                if dp is not None:
-                    pool.add_unit(line_no, found)
-                for s_phrase, t_phrase, inner in found if dp is None else ():
-                    pool.add(f"{s_phrase}\t{t_phrase}\t{inner}")
-                sentences_without_pairs += not found
-                short_sentence_pairs += max(len(s_tok), len(t_tok)) <= max_len
-                whole_occurrences += whole
-                sentences_with_whole += whole > 0
-            timings["extract"] = time.perf_counter() - t0
+            with_alignment = "alignment" in names
+            with open(align_path, "w", encoding="utf-8", newline="\n") as align_out:
+                checked = checked_alignments(aligned, _tokenised(tok_src, tok_tgt), n_lines,
+                                             align_out, source_name, symmetrise)
+                for line_no, points, s_tok, t_tok in progress(
+                        checked, total=len(line_numbers), desc="extract", unit="sent"):
+                    if dp is None:
+                        found, whole = phrase_records(s_tok, t_tok, points, max_len,
+                                                      min_len, with_alignment,
+                                                      allow_whole_sentences)
+                        pool.add_many(found)
+                    else:
+                        found, whole = phrase_pairs(s_tok, t_tok, points, max_len, min_len,
+                                                    allow_whole_sentences, False)
+                        pool.add_unit(line_no, found)
+                    sentences_without_pairs += not found
+                    short_sentence_pairs += max(len(s_tok), len(t_tok)) <= max_len
+                    whole_occurrences += whole
+                    sentences_with_whole += whole > 0
+            # the shared pass less its alignment work (extract_cpu: all of the pass)
+            timings["extract"] = time.perf_counter() - t0 - (symmetrise[0] - before_pass)
             timings["extract_cpu"] = time.process_time() - cpu0
+            timings["symmetrise"] = symmetrise[0]
 
-            t0 = time.perf_counter()
+            t0, writing = time.perf_counter(), 0.0
             if overwrite and os.path.exists(os.path.join(out, MANIFEST)):
                 # the old release stops being "finished" before its files change
                 os.unlink(os.path.join(out, MANIFEST))
             with ReleaseWriter(out, names, max_len, tag) as writer:
                 if dp is None:
-                    for record in pool.sample(sample_rate):
-                        s_phrase, t_phrase, inner = record.split("\t")
-                        writer.write(s_phrase, t_phrase, inner)
+                    for records in pool.sample_chunks(sample_rate):
+                        t1 = time.perf_counter()
+                        writer.write_records(records)
+                        writing += time.perf_counter() - t1
                 else:
                     for s_phrase, t_phrase in pool.release(rng, seed):
                         writer.write(s_phrase, t_phrase)
             timings["sample+write"] = time.perf_counter() - t0
+            timings["write"] = writing  # the rest of sample+write reads and shuffles
         finally:
             pool.close()
 

@@ -143,10 +143,15 @@ def tool_versions(*distributions):
 
 
 def progress(iterable=None, **kwargs):
-    """A tqdm progress bar on a terminal, silent otherwise (pipelines, CI, logs)."""
+    """A tqdm progress bar on a terminal, silent otherwise (pipelines, CI, logs).
+
+    A silent bar over an iterable is the iterable itself: importing tqdm costs more
+    than a short command's work."""
+    kwargs.setdefault("disable", not sys.stderr.isatty())
+    if kwargs["disable"] and iterable is not None:
+        return iterable
     from tqdm import tqdm
 
-    kwargs.setdefault("disable", not sys.stderr.isatty())
     kwargs.setdefault("leave", False)
     kwargs.setdefault("dynamic_ncols", True)
     return tqdm(iterable, **kwargs)

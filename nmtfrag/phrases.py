@@ -76,6 +76,89 @@ def phrase_alignment(points, span):
     return " ".join(f"{i - s0}-{j - t0}" for j, i in inside)
 
 
+def phrase_records_python(src_tokens, tgt_tokens, points, max_len, min_len=1,
+                   with_alignment=False, keep_whole=True):
+    """Phrase pairs of one sentence pair as `src\ttgt\talignment` strings, and how many
+    were whole-sentence (a side spanning its whole sentence), dropped unless `keep_whole`.
+
+    The production path: the occurrences and order of `extract_spans` (alignment as
+    `phrase_alignment`, "" unless `with_alignment`), built for speed, since extraction
+    runs per occurrence. `phrase_records` is the compiled copy of this function
+    (_phrases_fast.pyx) where it was built, else this one. Consistency is checked incrementally as the target span grows;
+    each target string, alignment string and source prefix is built once per span and
+    shared by its widened variants. The inner alignment of a consistent pair is the set of
+    points of its target span (none of them can lie outside its source span).
+    """
+    n_src, n_tgt = len(src_tokens), len(tgt_tokens)
+    by_tgt = [[] for _ in range(n_tgt)]
+    first_tgt = [n_tgt] * n_src  # per source word, its lowest and highest aligned
+    last_tgt = [-1] * n_src      # target word; unaligned words never break consistency
+    for i, j in points:
+        if not (0 <= i < n_src and 0 <= j < n_tgt):
+            raise ValueError(f"alignment point {i}-{j} outside a {n_src}x{n_tgt} sentence pair")
+        by_tgt[j].append(i)
+        if j < first_tgt[i]:
+            first_tgt[i] = j
+        if j > last_tgt[i]:
+            last_tgt[i] = j
+    if with_alignment:
+        for column in by_tgt:
+            column.sort()
+    records, whole = [], 0
+    for t0 in range(n_tgt):
+        lo, hi = n_src, -1
+        low, high = n_tgt, -1  # extremes of first_tgt / last_tgt over source lo..hi
+        for t1 in range(t0, min(t0 + max_len, n_tgt)):
+            column = by_tgt[t1]
+            if column:
+                new_lo, new_hi = min(lo, min(column)), max(hi, max(column))
+                if hi < 0:
+                    grown = range(new_lo, new_hi + 1)
+                else:
+                    grown = [*range(new_lo, lo), *range(hi + 1, new_hi + 1)]
+                for i in grown:
+                    if first_tgt[i] < low:
+                        low = first_tgt[i]
+                    if last_tgt[i] > high:
+                        high = last_tgt[i]
+                lo, hi = new_lo, new_hi
+            elif hi < 0:
+                continue  # no alignment point yet
+            if hi - lo >= max_len or low < t0:
+                break  # neither a longer target span can fix
+            if high > t1 or t1 - t0 + 1 < min_len:
+                continue
+            whole_tgt = t1 - t0 + 1 == n_tgt
+            tgt_text = "\t" + " ".join(tgt_tokens[t0:t1 + 1]) + "\t"
+            inner = ([(i, j - t0) for j in range(t0, t1 + 1) for i in by_tgt[j]]
+                     if with_alignment else ())
+            s0 = lo
+            while s0 >= 0 and (s0 == lo or last_tgt[s0] < 0) and s0 > hi - max_len:
+                suffix = tgt_text + " ".join([f"{i - s0}-{j}" for i, j in inner])
+                src_text = " ".join(src_tokens[s0:hi + 1])
+                s1 = hi
+                while True:
+                    if s1 - s0 + 1 >= min_len:
+                        if whole_tgt or s1 - s0 + 1 == n_src:
+                            whole += 1
+                            if keep_whole:
+                                records.append(src_text + suffix)
+                        else:
+                            records.append(src_text + suffix)
+                    s1 += 1
+                    if s1 >= n_src or last_tgt[s1] >= 0 or s1 >= s0 + max_len:
+                        break
+                    src_text += " " + src_tokens[s1]
+                s0 -= 1
+    return records, whole
+
+
+try:  # built by `pip install -e .` / `python3 setup.py build_ext --inplace`
+    from ._phrases_fast import phrase_records
+except ImportError:
+    phrase_records = phrase_records_python
+
+
 def extract_phrase_pairs(src_tokens, tgt_tokens, points, max_len, min_len=1,
                          with_alignment=False):
     """Phrase pairs of one sentence pair as (src_text, tgt_text[, alignment]) tuples."""

@@ -18,6 +18,13 @@ import numpy as np
 BUCKET_BLOCK = 1 << 16  # bucket ids drawn per numpy call
 
 
+def _take(items, indices):
+    """[items[i] for i in indices], with numpy's indexing instead of a Python loop."""
+    objects = np.empty(len(items), dtype=object)
+    objects[:] = items
+    return objects[indices].tolist()
+
+
 def buckets_for(n_sentences, sentences_per_bucket=250, most=512):
     """Enough buckets that each holds the phrase pairs of ~250 sentences (flat memory)."""
     return max(8, min(most, -(-n_sentences // sentences_per_bucket)))
@@ -32,25 +39,47 @@ class ExternalShuffle:
         self.paths = [os.path.join(work_dir, f"bucket{b:04d}") for b in range(n_buckets)]
         self.files = [open(p, "w", encoding="utf-8", newline="\n") for p in self.paths]
         self.sizes = np.zeros(n_buckets, dtype=np.int64)
-        self._ids = np.empty(0, dtype=np.int64)
-        self._next = 0
+        self._pending = []  # records not yet in a bucket (fewer than BUCKET_BLOCK)
 
     def add(self, record):
-        if self._next == len(self._ids):
-            self._ids = self.rng.integers(0, len(self.files), BUCKET_BLOCK)
-            self._next = 0
-        b = self._ids[self._next]
-        self._next += 1
-        self.files[b].write(record)
-        self.files[b].write("\n")
-        self.sizes[b] += 1
+        self.add_many((record,))
+
+    def add_many(self, records):
+        """Queue records; they go to their buckets a block of BUCKET_BLOCK at a time.
+
+        Same bucket ids as one draw per record (blocks are drawn in the same order, the
+        last one only when a record needs it), but written with one call per bucket."""
+        self._pending.extend(records)
+        while len(self._pending) >= BUCKET_BLOCK:
+            block = self._pending[:BUCKET_BLOCK]
+            del self._pending[:BUCKET_BLOCK]
+            self._distribute(block)
+
+    def _distribute(self, block):
+        ids = self.rng.integers(0, len(self.files), BUCKET_BLOCK)[:len(block)]
+        by_bucket = _take(block, np.argsort(ids, kind="stable"))
+        counts = np.bincount(ids, minlength=len(self.files))
+        self.sizes += counts
+        start = 0
+        for f, n in zip(self.files, counts.tolist()):
+            if n:
+                f.write("\n".join(by_bucket[start:start + n]) + "\n")
+                start += n
 
     @property
     def total(self):
-        return int(self.sizes.sum())
+        return int(self.sizes.sum()) + len(self._pending)
 
     def sample(self, rate):
         """Yield exactly round(rate · total) records, in a uniformly random order."""
+        for chunk in self.sample_chunks(rate):
+            yield from chunk
+
+    def sample_chunks(self, rate):
+        """`sample` as lists of records (one per bucket), for writing in big blocks."""
+        if self._pending:
+            self._distribute(self._pending)
+            self._pending = []
         for f in self.files:
             f.close()
         keep = int(np.floor(rate * self.total + 0.5))
@@ -60,8 +89,7 @@ class ExternalShuffle:
             with open(path, encoding="utf-8") as f:
                 records = f.read().split("\n")[:-1]
             os.unlink(path)
-            for index in self.rng.permutation(len(records))[:k]:
-                yield records[index]
+            yield _take(records, self.rng.permutation(len(records))[:k])
 
     def close(self):
         for f in self.files:

@@ -10,6 +10,8 @@ nothing changes; then FINAL-AND over the forward, then the reverse alignment. Th
 is our reference; Moses `symal` and fast_align `atools` differ from it and from each
 other on some sentences (see README).
 """
+import itertools
+import re
 
 NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
 
@@ -25,9 +27,43 @@ def parse_pharaoh(line):
     return points
 
 
+_POINTS = re.compile(r"\s*(?:\d+-\d+(?:\s+|$))*")
+
+
+def parse_points(line):
+    """`"0-0 1-2"` → [(0, 0), (1, 2)], file order, repeats kept; ValueError as
+    `parse_pharaoh` (whose rules it keeps), but per line instead of per point in Python:
+    extraction parses every line of the corpus alignment."""
+    if not _POINTS.fullmatch(line):
+        return list(parse_pharaoh(line))  # raises, naming the bad item
+    numbers = list(map(int, line.replace("-", " ").split()))
+    return list(zip(numbers[0::2], numbers[1::2]))
+
+
+def canonical_points_python(line):
+    """(points sorted by (i, j) without repeats, their canonical text) of one line."""
+    points = sorted(set(parse_points(line)))
+    return points, format_pharaoh(points)
+
+
+def canonical_points(line):
+    """`canonical_points_python`, compiled where nmtfrag._phrases_fast was built: the
+    given alignment of a whole corpus is parsed, sorted and rewritten line by line."""
+    found = _canonical_alignment(line) if _canonical_alignment else None
+    return found if found is not None else canonical_points_python(line)
+
+
+try:
+    from ._phrases_fast import canonical_alignment as _canonical_alignment
+except ImportError:
+    _canonical_alignment = None
+
+
 def format_pharaoh(points):
-    """Canonical text: points sorted by source then target index."""
-    return " ".join(f"{i}-{j}" for i, j in sorted(points))
+    """Canonical text: points sorted by source then target index (one format call per
+    line: the corpus alignment is written once per sentence pair)."""
+    points = sorted(points)
+    return " ".join(["%d-%d"] * len(points)) % tuple(itertools.chain.from_iterable(points))
 
 
 def union(fwd, rev, n_src=None, n_tgt=None):

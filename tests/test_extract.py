@@ -338,3 +338,20 @@ def test_sigterm_removes_the_private_work_dir(corpus, tmp_path):
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
     assert os.listdir(work) == []
     assert not (tmp_path / "r" / "manifest.json").exists()
+
+
+def test_extract_command_imports_no_deep_learning_stack():
+    """`nmtfrag extract` starts fast: torch and fairseq are imported only by the
+    commands that train or translate (their import alone takes seconds)."""
+    import subprocess
+    import sys
+
+    import nmtfrag
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(nmtfrag.__file__)))
+    code = ("import sys; from nmtfrag.cli import build_parser; build_parser(); "
+            "import nmtfrag.extract; "
+            "print(sorted(m for m in ('torch', 'fairseq', 'tqdm') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": root})
+    assert out.stdout.strip() == "[]"

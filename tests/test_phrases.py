@@ -3,7 +3,9 @@ import random
 
 import pytest
 
-from nmtfrag.phrases import extract_phrase_pairs, extract_spans
+from nmtfrag import phrases
+from nmtfrag.phrases import (extract_phrase_pairs, extract_spans, phrase_alignment,
+                             phrase_records)
 
 # Koehn (2009), Statistical Machine Translation, Figures 5.2 and 5.5 (German source).
 DE = "michael geht davon aus , dass er im haus bleibt".split()
@@ -95,6 +97,45 @@ def test_extraction_equals_brute_force_on_random_alignments(seed):
         assert sorted(ours) == sorted(brute_force(n_src, n_tgt, points, max_len))
 
 
+def straightforward_records(src, tgt, points, max_len, min_len, with_alignment,
+                            keep_whole):
+    """phrase_records spelled out on extract_spans + phrase_alignment (the reference)."""
+    records, whole = [], 0
+    for span in extract_spans(len(src), len(tgt), points, max_len, min_len):
+        s0, s1, t0, t1 = span
+        is_whole = s1 - s0 + 1 == len(src) or t1 - t0 + 1 == len(tgt)
+        whole += is_whole
+        if keep_whole or not is_whole:
+            inner = phrase_alignment(points, span) if with_alignment else ""
+            records.append(f"{' '.join(src[s0:s1 + 1])}\t{' '.join(tgt[t0:t1 + 1])}\t{inner}")
+    return records, whole
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("impl", ["python", "compiled"])
+def test_fast_records_equal_the_straightforward_path(seed, impl):
+    """Same occurrences, same order, same strings and whole-sentence count."""
+    if impl == "compiled":
+        fast = pytest.importorskip("nmtfrag._phrases_fast").phrase_records
+    else:
+        fast = phrases.phrase_records_python
+    rng = random.Random(100 + seed)
+    for _ in range(300):
+        n_src, n_tgt, points = random_alignment(rng)
+        max_len = rng.choice([1, 2, 3, 4, 7, 20])
+        min_len = rng.randint(1, max_len)
+        with_alignment, keep_whole = rng.random() < 0.5, rng.random() < 0.5
+        src = [f"s{k}" for k in range(n_src)]
+        tgt = [f"t{k}" for k in range(n_tgt)]
+        shuffled = sorted(points, key=lambda _: rng.random())  # any point order
+        assert fast(src, tgt, shuffled, max_len, min_len, with_alignment, keep_whole) == \
+            straightforward_records(src, tgt, points, max_len, min_len, with_alignment,
+                                    keep_whole)
+
+
 def test_point_outside_sentence_is_refused():
     with pytest.raises(ValueError):
         extract_spans(2, 2, {(2, 0)}, 4)
+    for fast in (phrase_records, phrases.phrase_records_python):
+        with pytest.raises(ValueError):
+            fast(["a", "b"], ["x", "y"], [(0, 2)], 4)

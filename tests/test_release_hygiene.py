@@ -252,3 +252,46 @@ def test_tag_tokens_in_pretokenized_input_are_refused_under_tag(tmp_path, capsys
     # Without --tag the same input is an ordinary release.
     assert extract("--src", src, "--tgt", tgt, "--alignments", ali, "--pretokenized",
                    "--out", out) == 0
+
+
+@pytest.mark.parametrize("tag", [False, True])
+def test_write_records_writes_what_write_does(tmp_path, tag):
+    """The block writer (extraction's path) gives the bytes, counts and checks of
+    writing record by record."""
+    from nmtfrag.release import ReleaseTooLong, ReleaseWriter, release_file_names
+
+    records = ["a b\tx\t0-0 1-0", "c\ty z\t0-0 0-1", "d e f\tw\t2-0"]
+    names = release_file_names("de", "en", True)
+    outs = []
+    for name, batched in (("one", False), ("block", True)):
+        out = tmp_path / name
+        out.mkdir()
+        with ReleaseWriter(str(out), names, 3, tag) as writer:
+            if batched:
+                writer.write_records(records[:1])
+                writer.write_records(records[1:])
+                writer.write_records([])
+            else:
+                for r in records:
+                    writer.write(*r.split("\t"))
+        outs.append((writer.count, writer.length_histogram(),
+                     [(out / f).read_text() for f in names.values()]))
+    assert outs[0] == outs[1]
+    with pytest.raises(ReleaseTooLong):
+        with ReleaseWriter(str(tmp_path / "one"), names, 2, tag) as writer:
+            writer.write_records(records)
+
+
+@pytest.mark.parametrize("segments", [
+    ["a b", "c", "d e f"],
+    ["a\u00a0b", "c"],            # a no-break space splits words too
+    ["a  b", "c"], [" a", "b"], ["a ", "b"], ["a", ""], [""], ["a\tb c"],
+    ["a\u200bb", "c d"],          # non-printable, not whitespace: one word
+    ["ä b", "日本 語 x", "c"],      # spaces counted on UTF-8 bytes
+    ["a", "b c", "d e f g"] * 50,
+])
+def test_word_counts_are_split_counts(segments):
+    from nmtfrag.release import word_counts
+
+    assert word_counts("\n".join(segments), len(segments)) == \
+        Counter(len(s.split()) for s in segments)

@@ -54,3 +54,27 @@ def test_pharaoh_round_trip_and_errors():
             parse_pharaoh(bad)
     with pytest.raises(ValueError):
         symmetrize(set(), set(), "grow-diag", 1, 1)
+
+
+def test_compiled_canonical_points_equal_the_python_ones():
+    """Same points and text, or the same refusal (the compiled parser hands anything
+    unusual to the Python one)."""
+    import random
+
+    from nmtfrag.symmetrize import canonical_points, canonical_points_python
+
+    rng = random.Random(5)
+    lines = ["", " ", "0-0", "3-1 0-2 0-1 0-2\n", " 1-1\t0-0  \r\n", "1-2-3", "1-", "-1",
+             "a-1", "0-1x", "1--2", "0-1\x0b2-3", "١-٢", "²-1", "12345678901-1", "0-0,1-1"]
+    for _ in range(300):
+        points = [(rng.randrange(60), rng.randrange(60)) for _ in range(rng.randrange(30))]
+        seps = [rng.choice([" ", "  ", "\t"]) for _ in points]
+        lines.append("".join(f"{i}-{j}{sep}" for (i, j), sep in zip(points, seps)))
+    for line in lines:
+        try:
+            expected = canonical_points_python(line)
+        except ValueError:
+            with pytest.raises(ValueError):
+                canonical_points(line)
+        else:
+            assert canonical_points(line) == expected, line
