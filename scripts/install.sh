@@ -17,3 +17,5 @@ $PY -m pip install --quiet --no-build-isolation "fairseq-fixed==0.12.3.1" "fastb
 # test suite compares it with fairseq instead of skipping that comparison.
 $PY -m pip install --quiet --no-build-isolation -e ".[test,ct2]"
 $PY -c "import fairseq, fastBPE, eflomal, sacremoses, sacrebleu, opacus, ctranslate2; print('nmtfrag: dependencies import fine')"
+# the compiled extraction core is optional (pure-Python fallback, same output): say which
+(cd / && $PY -c "import importlib.util as u; print('nmtfrag: extraction core', 'compiled' if u.find_spec('nmtfrag._phrases_fast') else 'pure Python (no C compiler or Cython at install)')")
