@@ -78,6 +78,13 @@ def test_too_few_documents_are_refused_with_the_cost(tiny_dir, capsys):
                     "--logical-batch", "4", "--dp-steps", "1", "--privacy-unit", "document",
                     "--documents", str(root / "short-docs.txt")))
     assert rc == 2 and "one document id per training line" in capsys.readouterr().err
+    # a documents file that is not UTF-8: one error line naming it, no traceback
+    (root / "latin1-docs.txt").write_bytes("dök\n".encode("latin-1") * 120)
+    rc = main(_argv(root, base, "docs-latin1", "--target-epsilon", "8", "--delta", "1e-3",
+                    "--logical-batch", "4", "--dp-steps", "1", "--privacy-unit", "document",
+                    "--documents", str(root / "latin1-docs.txt")))
+    err = capsys.readouterr().err
+    assert rc == 2 and "latin1-docs.txt line 1: invalid UTF-8" in err
 
 
 def test_document_level_lora_through_the_facade(tiny_dir, tmp_path):

@@ -150,8 +150,9 @@ def plan_noise(config, n_units):
 
 def read_documents(path, n_lines=None):
     """Document ids, one per training line (as `nmtfrag split` writes them)."""
-    if not os.path.isfile(path):
-        raise InputError(f"--documents {path}: no such file")
+    from ..corpus import scan_text_file
+
+    scan_text_file(path)  # missing, empty or not UTF-8: InputError naming the file/line
     with open(path, encoding="utf-8") as f:
         ids = [ln.strip() for ln in f]
     if n_lines is not None and len(ids) != n_lines:
@@ -319,11 +320,6 @@ def _clean_stale_work(out):
             shutil.rmtree(os.path.join(out, name), ignore_errors=True)
 
 
-def _count_lines(path):
-    with open(path, "rb") as f:
-        return sum(1 for _ in f)
-
-
 def _valid_bits(dataset, label_smoothing, model):
     from .sgd import valid_loss
 
@@ -339,6 +335,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
     from .. import lora, trainable
     from ..bpe import BPE, TAGS
     from ..binarize import fairseq_log_level
+    from ..corpus import scan_text_file
     from ..fileio import (MANIFEST, OWNER_DIR, owner_path, prepare_output_dir,
                           private_workdir, sha256_file, tool_versions, write_json,
                           write_owner_json)
@@ -369,7 +366,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
             raise InputError(f"{p}: no such file")
     documents = None
     if config.unit == "document":  # refuse before the (slow) preprocessing
-        documents = read_documents(config.documents, _count_lines(src_path))
+        documents = read_documents(config.documents, scan_text_file(src_path))
         check_enough_units(config, len(set(documents)))
     vocab_privacy, earlier, base_note = base_model_privacy(md.path)
     if base_note.get("warning"):
