@@ -108,12 +108,22 @@ class CanaryScorer:
 
 
 def _skewnorm_exposure(sample_scores, true_score, log2_size):
+    """Exposure from a skew-normal fit of the sampled candidates' scores. scipy's fit can
+    fail to converge (a few hundred nearly equal scores, as from a barely trained model);
+    then the normal distribution (skewness fixed at 0) is fitted instead, and the fit
+    record says so."""
     from scipy.stats import skewnorm
+    from scipy.stats import FitError
 
-    a, loc, scale = skewnorm.fit(sample_scores)
+    fit = {}
+    try:
+        a, loc, scale = skewnorm.fit(sample_scores)
+    except FitError as exc:
+        a, loc, scale = skewnorm.fit(sample_scores, f0=0.0)
+        fit["fallback"] = f"normal (skew-normal fit failed: {exc})"
     logsf = skewnorm.logsf(true_score, a, loc, scale)
     exposure = -logsf / math.log(2)
-    return min(max(exposure, 0.0), log2_size), {"a": a, "loc": loc, "scale": scale}
+    return min(max(exposure, 0.0), log2_size), {"a": a, "loc": loc, "scale": scale, **fit}
 
 
 def canary_exposure(scorer, canary, enumerate_limit=10000, samples=2000, seed=1):
