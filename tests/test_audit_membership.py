@@ -76,6 +76,13 @@ def test_attack_on_an_overfit_model_and_cli(tiny_model_dir, tmp_path, capsys):
     assert rep["auc"] > 0.6  # 0.67 measured; under the null its std is ~0.024
     assert rep["mean_loss"]["members"] < rep["mean_loss"]["non_members"]
     assert "AUC" in (tmp_path / "mi" / "report.md").read_text()
+    # a finished output has a manifest (written last), so it is not silently replaced
+    assert json.loads((tmp_path / "mi" / "manifest.json").read_text())["counts"] == {
+        "members": 300, "non_members": 300}
+    capsys.readouterr()
+    assert main(["audit", "membership", "--model", tiny_model_dir, "--members", *members,
+                 "--non-members", *heldout, "--pretokenized", "--out", str(tmp_path / "mi")]) == 2
+    assert "--overwrite" in capsys.readouterr().err
     # calibrated by the model itself, every score is 0: exactly chance
     assert main(["audit", "membership", "--model", tiny_model_dir, "--members", *members,
                  "--non-members", *heldout, "--pretokenized", "--max-pairs", "50",

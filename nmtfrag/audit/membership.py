@@ -22,7 +22,7 @@ import os
 import random
 
 from ..errors import InputError
-from ..fileio import atomic_writer, prepare_output_dir, write_json
+from ..fileio import MANIFEST, atomic_writer, prepare_output_dir, tool_versions, write_json
 
 ATTACK = "loss threshold (Yeom et al. 2018)"
 CALIBRATED = "reference-calibrated loss difference (Watson et al. 2022)"
@@ -142,6 +142,14 @@ def audit_membership(model, members, nonmembers, out, *, reference=None, src_lan
     write_json(os.path.join(out, "report.json"), report)
     with atomic_writer(os.path.join(out, "report.md")) as f:
         f.write(render_markdown(report))
+    write_json(os.path.join(out, MANIFEST), {  # last: the output is complete
+        "kind": "nmtfrag-membership-audit",
+        "params": {"text_mode": mode, "max_pairs": max_pairs, "seed": seed,
+                   "checkpoint": checkpoint, "calibrated": reference is not None},
+        "counts": {"members": len(members), "non_members": len(nonmembers)},
+        "files": ["report.json", "report.md"],
+        "tool_versions": tool_versions("nmtfrag", "fairseq-fixed", "torch"),
+    })
     return report
 
 
