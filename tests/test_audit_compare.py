@@ -15,10 +15,11 @@ def _w(path, obj):
     path.write_text(json.dumps(obj))
 
 
-def _eval(bleu):
-    return {"kind": "nmtfrag-evaluation", "scores": {"bleu": bleu, "chrf": bleu + 20,
-                                                     "bleu_signature": "sig"},
-            "params": {"lines": 300}}
+def _eval(bleu, p_bleu=None, p_chrf=None, ratio=1.0):
+    scores = {"bleu": bleu, "chrf": bleu + 20, "bleu_signature": "sig", "length_ratio": ratio}
+    if p_bleu is not None:
+        scores["significance"] = {"BLEU": {"p_value": p_bleu}, "chrF": {"p_value": p_chrf}}
+    return {"kind": "nmtfrag-evaluation", "scores": scores, "params": {"lines": 300}}
 
 
 def _exposure(e100, e0):
@@ -39,8 +40,8 @@ RECON = {"kind": "nmtfrag-reconstruction-audit", "max_len": 4,
 @pytest.fixture
 def runs(tmp_path):
     _w(tmp_path / "e" / "base" / "report.json", _eval(10.0))
-    _w(tmp_path / "e" / "phr" / "report.json", _eval(14.5))
-    _w(tmp_path / "e" / "dp" / "report.json", _eval(11.0))
+    _w(tmp_path / "e" / "phr" / "report.json", _eval(14.5, 0.001, 0.2, ratio=1.31))
+    _w(tmp_path / "e" / "dp" / "report.json", _eval(11.0, 0.3, 0.04, ratio=0.97))
     _w(tmp_path / "x" / "base.json", _exposure(1.2, 1.0))
     _w(tmp_path / "x" / "phr.json", _exposure(6.5, 1.1))
     _w(tmp_path / "r" / "report.json", RECON)
@@ -67,6 +68,10 @@ def test_report_carries_figures(runs):
     md = (runs / "out" / "report.md").read_text()
     assert "| phrases |" in md and "14.00%" in md and "6.50" in md and "7.9" in md
     assert "| 0.612 | 0.034 |" in md
+    # significance marks follow each metric's own p-value; the length ratio is shown
+    assert "| phrases |  | 14.50* | 34.5 | 1.31 |" in md
+    assert "| dp |  | 11.00 | 31.0* | 0.97 |" in md
+    assert by["phrases"]["p_bleu"] == 0.001 and by["baseline"]["p_bleu"] is None
     assert (runs / "out" / "privacy_utility.png").stat().st_size > 1000
     assert json.loads((runs / "out" / "report.json").read_text()) == rep
 

@@ -104,6 +104,12 @@ def collect(spec, base):
                     s = rep["scores"]
                     row["bleu"], row["chrf"] = s.get("bleu"), s.get("chrf")
                     row["bleu_signature"] = s.get("bleu_signature")
+                    row["length_ratio"] = s.get("length_ratio")
+                    row["avg_output_tokens"] = s.get("avg_output_tokens")
+                    row["avg_reference_tokens"] = s.get("avg_reference_tokens")
+                    sig = s.get("significance") or {}
+                    row["p_bleu"] = (sig.get("BLEU") or {}).get("p_value")
+                    row["p_chrf"] = (sig.get("chrF") or {}).get("p_value")
                     row["test_lines"] = rep.get("params", {}).get("lines")
                 elif field == "reconstruction":
                     sc = rep["scores"]
@@ -239,9 +245,14 @@ def _pct(x):
     return "–" if x is None else f"{100 * x:.2f}%"
 
 
+def _mark(p):
+    """`*` when the paired bootstrap against the baseline gives p < 0.05."""
+    return "*" if p is not None and p < 0.05 else ""
+
+
 def render_markdown(title, rows):
     repeats = sorted({int(k) for r in rows for k in (r.get("exposure") or {})})
-    head = ["run", "approach", "BLEU", "chrF", "ε"]
+    head = ["run", "approach", "BLEU", "chrF", "len out/ref", "ε"]
     head += [f"exposure r={k}" for k in repeats] + ["extracted (planted)"]
     head += ["MI AUC", "MI TPR@1%FPR"]
     head += ["pairs rebuilt", "tgt n-grams rebuilt", "longest span (median)"]
@@ -253,8 +264,9 @@ def render_markdown(title, rows):
         extracted = (f"{sum(v['extracted'] for v in planted)}/"
                      f"{sum(v['canaries'] for v in planted)}") if planted else "–"
         rec = r.get("reconstruction") or {}
-        cells = [r["name"], r.get("approach", ""), _f(r.get("bleu")), _f(r.get("chrf")),
-                 _f(r.get("epsilon"), "{:.3g}")]
+        cells = [r["name"], r.get("approach", ""), _f(r.get("bleu")) + _mark(r.get("p_bleu")),
+                 _f(r.get("chrf"), "{:.1f}") + _mark(r.get("p_chrf")),
+                 _f(r.get("length_ratio"), "{:.2f}"), _f(r.get("epsilon"), "{:.3g}")]
         cells += [_f(ex[str(k)]["exposure_mean"]) if str(k) in ex else "–" for k in repeats]
         mi = r.get("membership") or {}
         cells += [extracted, _f(mi.get("auc"), "{:.3f}"), _f(mi.get("tpr_at_1pct_fpr"), "{:.3f}")]
@@ -262,7 +274,10 @@ def render_markdown(title, rows):
                   _pct(rec.get("tgt_ngrams_recovered_share")),
                   _f(rec.get("tgt_longest_span_median"), "{}")]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    lines += ["", "Exposure r=k: mean exposure (bits) of canaries planted k times (r=0: "
+    lines += ["", "`*`: differs from the baseline at p < 0.05 (sacrebleu's paired bootstrap, "
+              "as run by `nmtfrag evaluate --baseline`). len out/ref: output/reference "
+              "length ratio (BLEU's), the length effect of untagged phrases. "
+              "Exposure r=k: mean exposure (bits) of canaries planted k times (r=0: "
               "never planted, the reference); log2|R| is its ceiling. Extracted: planted "
               "canaries whose secret beam search outputs verbatim. MI: loss-threshold "
               "membership inference on training vs held-out pairs (AUC 0.5 = chance; TPR "
