@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# The decision report for one domain: every confidentiality approach with one update
+# budget and one test set, side by side — BLEU/chrF (paired bootstrap against the
+# baseline), output/reference length, what each release lets an attacker rebuild, canary
+# exposure and membership inference of each model, ε where there is a guarantee.
+#
+# usage: scripts/compare.sh [--fp16] DOMAIN          e.g. scripts/compare.sh EMEA
+#
+# Required (environment):
+#   MODEL        WMT19-layout model dir (e.g. ../shared/models/generic-deen-medium; the
+#                real one: wmt19.de-en.joined-dict.ensemble with CHECKPOINT=model1.pt)
+#   DATA_ROOT    parent of DOMAIN/{train,valid,test}.{de,en}, Moses-tokenised
+# Approaches and budget:
+#   APPROACHES   cells besides the baseline (default: all of
+#                "len4 len4-tag len7 len7-tag sent dp-release dp-sgd"): phrase releases of
+#                max length 4/7 without/with <P> tags, full sentences, a DP set-union
+#                release (max-len 4, tagged), DP-SGD on the full sentences
+#   UPDATES      updates of every fine-tuning cell (default "pass": one pass of the
+#                full-sentence cell over the owner's data, then that count for every cell)
+#   MAX_TOKENS (2048)  LR (0.000175)  PATIENCE (5)  VALIDATE_EVERY (UPDATES/2)
+#   TRAIN_LINES  owner data = a seeded sample of N training pairs (default 0: all)
+#   TEST_LINES   BLEU on the first N test lines (default 0: all)
+#   DP_EPSILON (8)  DELTA (1e-5)  DP_STEPS (10 noisy steps = one expected pass)
+#   DP_LR (0.0005)  DP_PARAMS (all)  DP_UNIT_CAP (16)
+# Audit (AUDIT=0 skips canaries, exposure and membership inference; reconstruction stays):
+#   CANARY_COUNT (3)  CANARY_REPEATS (1,10,25): canaries planted in the owner data
+#   SAMPLES (1000) candidates per canary for exposure   MI_PAIRS (1000) pairs per side
+# Machine:
+#   DEVICE (cpu|cuda; default: cuda if available)   --fp16 (CUDA: mixed precision)
+#   ENGINE (fairseq|ctranslate2; default fairseq)   COMPUTE_TYPE (ctranslate2: float32)
+#   THREADS (torch CPU threads)   FT_ARGS (extra `nmtfrag finetune` options, e.g. --gpus 4)
+#   RUNS (runs/compare)   SEED (1)   SAMPLE_RATE (0.5)   BEAM (5)   CHECKPOINT
+#   EXTRA_RUNS   YAML run entries appended to the report's runs.yaml
+# Output: RUNS/DOMAIN/comparison/{report.md,report.json,privacy_utility.png}. A step whose
+# output dir holds a manifest.json is skipped, so rerunning the command continues; the
+# settings are kept in RUNS/DOMAIN/settings and a rerun with other ones is refused.
+set -euo pipefail
+
+FP16=()
+if [ "${1:-}" = --fp16 ]; then FP16=(--fp16); shift; fi
+if [ $# -ne 1 ] || [[ $1 == -* ]]; then
+  sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+fi
+D=$1
+if [ -z "${MODEL:-}" ] || [ -z "${DATA_ROOT:-}" ]; then
+  echo "error: set MODEL (a WMT19-layout model dir) and DATA_ROOT (parent of $D/), e.g." >&2
+  echo "  MODEL=../shared/models/generic-deen-medium DATA_ROOT=../shared/data/indomain $0 $D" >&2
+  exit 2
+fi
+DATA=$DATA_ROOT/$D
+for f in train valid test; do for l in de en; do
+  [ -f "$DATA/$f.$l" ] || { echo "error: $DATA/$f.$l: no such file" >&2; exit 2; }
+done; done
+[ -f "$MODEL/dict.de.txt" ] || { echo "error: $MODEL is not a WMT19-layout model dir (no dict.de.txt)" >&2; exit 2; }
+
+APPROACHES=${APPROACHES:-len4 len4-tag len7 len7-tag sent dp-release dp-sgd}
+UPDATES=${UPDATES:-pass}
+MAX_TOKENS=${MAX_TOKENS:-2048}
+LR=${LR:-0.000175}
+PATIENCE=${PATIENCE:-5}
+TRAIN_LINES=${TRAIN_LINES:-0}
+TEST_LINES=${TEST_LINES:-0}
+DP_EPSILON=${DP_EPSILON:-8}
+DELTA=${DELTA:-1e-5}
+DP_STEPS=${DP_STEPS:-10}
+DP_LR=${DP_LR:-0.0005}
+DP_PARAMS=${DP_PARAMS:-all}
+DP_UNIT_CAP=${DP_UNIT_CAP:-16}
+AUDIT=${AUDIT:-1}
+CANARY_COUNT=${CANARY_COUNT:-3}
+CANARY_REPEATS=${CANARY_REPEATS:-1,10,25}
+SAMPLES=${SAMPLES:-1000}
+MI_PAIRS=${MI_PAIRS:-1000}
+ENGINE=${ENGINE:-fairseq}
+RUNS=${RUNS:-runs/compare}
+SEED=${SEED:-1}
+SAMPLE_RATE=${SAMPLE_RATE:-0.5}
+BEAM=${BEAM:-5}
+FT_ARGS=${FT_ARGS:-}
+OUT=$RUNS/$D
+mkdir -p "$OUT"
+
+# the settings that shape the cells: a rerun must use the same ones, or cells made with
+# different owner data or budgets would end up side by side in one report
+settings=$(for v in MODEL CHECKPOINT TRAIN_LINES SEED AUDIT CANARY_COUNT CANARY_REPEATS \
+    SAMPLE_RATE MAX_TOKENS LR PATIENCE UPDATES DP_EPSILON DELTA DP_STEPS DP_LR DP_PARAMS \
+    DP_UNIT_CAP TEST_LINES BEAM ENGINE; do echo "$v=${!v:-}"; done)
+if [ -f "$OUT/settings" ]; then
+  if ! diff -q <(echo "$settings") "$OUT/settings" > /dev/null; then
+    echo "error: $OUT was made with other settings; use another RUNS, or remove $OUT:" >&2
+    { diff <(echo "$settings") "$OUT/settings" || true; } | sed -n 's/^< /  now:    /p; s/^> /  before: /p' >&2
+    exit 2
+  fi
+else
+  echo "$settings" > "$OUT/settings"
+fi
+
+dev=()
+[ -n "${DEVICE:-}" ] && dev+=(--device "$DEVICE")
+[ -n "${THREADS:-}" ] && dev+=(--threads "$THREADS")
+ckpt=()
+[ -n "${CHECKPOINT:-}" ] && ckpt+=(--checkpoint "$CHECKPOINT")
+first=()
+[ "$TEST_LINES" != 0 ] && first+=(--first "$TEST_LINES")
+engine=(--engine "$ENGINE")
+[ "$ENGINE" = ctranslate2 ] && engine+=(--compute-type "${COMPUTE_TYPE:-float32}")
+has() { [[ " $APPROACHES " == *" $1 "* ]]; }
+done_() { [ -f "$1/manifest.json" ]; }
+log() { echo "[compare $D $(date -u +%H:%M:%S)] $*" >&2; }
+model_of() { if [ "$1" = baseline ]; then echo "$MODEL"; else echo "$OUT/ft-$1"; fi; }
+
+# 1. the owner's data: a seeded sample of the training pairs (TRAIN_LINES), plus canaries
+OWN=$DATA
+if [ "$TRAIN_LINES" != 0 ]; then
+  OWN=$OUT/sample
+  if ! done_ "$OWN"; then
+    log "owner data: a sample of $TRAIN_LINES training pairs (seed $SEED)"
+    python3 -m nmtfrag.corpus_sample --src "$DATA/train.de" --tgt "$DATA/train.en" \
+      --lines "$TRAIN_LINES" --seed "$SEED" --out "$OWN"
+  fi
+fi
+MEMBERS=("$OWN/train.de" "$OWN/train.en")
+if [ "$AUDIT" = 1 ]; then
+  if ! done_ "$OUT/canaried"; then
+    log "plant canaries ($CANARY_COUNT per repeat count $CANARY_REPEATS, as many unseen)"
+    nmtfrag audit canaries insert --src "$OWN/train.de" --tgt "$OWN/train.en" \
+      --count "$CANARY_COUNT" --repeats "$CANARY_REPEATS" --seed "$SEED" \
+      --out "$OUT/canaried" --overwrite
+  fi
+  OWN=$OUT/canaried
+fi
+TRAIN=("$OWN/train.de" "$OWN/train.en")
+N_TRAIN=$(wc -l < "$OWN/train.en")
+
+# 2. releases: one eflomal alignment shared by the four sampled releases, so they differ
+#    only in max length and tags; the DP release draws its pairs by a DP set union
+align=()
+for cfg in len4-tag len4 len7 len7-tag; do
+  has "$cfg" || continue
+  ml=${cfg#len}; ml=${ml%-tag}
+  tag=(); [[ $cfg == *-tag ]] && tag=(--tag)
+  reuse=(--keep-alignments); [ ${#align[@]} -gt 0 ] && reuse=("${align[@]}")
+  if ! done_ "$OUT/rel-$cfg"; then
+    log "release $cfg"
+    nmtfrag extract --src "${TRAIN[0]}" --tgt "${TRAIN[1]}" --out "$OUT/rel-$cfg" \
+      --max-len "$ml" --sample-rate "$SAMPLE_RATE" "${tag[@]}" --seed "$SEED" \
+      --pretokenized "${reuse[@]}" --overwrite
+  fi
+  [ ${#align[@]} = 0 ] && align=(--alignments "$OUT/rel-$cfg/owner/corpus.align")
+done
+if has dp-release && ! done_ "$OUT/rel-dp-release"; then
+  log "release dp-release (DP set union, ε=$DP_EPSILON, δ=$DELTA)"
+  nmtfrag extract --src "${TRAIN[0]}" --tgt "${TRAIN[1]}" --out "$OUT/rel-dp-release" \
+    --max-len 4 --tag --dp --epsilon "$DP_EPSILON" --delta "$DELTA" \
+    --unit-cap "$DP_UNIT_CAP" --pretokenized "${align[@]}" --overwrite
+fi
+for cfg in $APPROACHES; do
+  [ -d "$OUT/rel-$cfg" ] || continue
+  if ! done_ "$OUT/reconstruct-$cfg"; then
+    log "reconstruction attack on release $cfg"
+    nmtfrag audit reconstruct --release "$OUT/rel-$cfg" --src "${TRAIN[0]}" \
+      --tgt "${TRAIN[1]}" --mode both --out "$OUT/reconstruct-$cfg" --overwrite
+  fi
+done
+
+# 3. models: one budget for every cell
+ft_common=(--valid-src "$DATA/valid.de" --valid-tgt "$DATA/valid.en" --pretokenized
+           --max-tokens "$MAX_TOKENS" --lr "$LR" --patience "$PATIENCE" --seed "$SEED"
+           --overwrite -q "${ckpt[@]}" "${dev[@]}" "${FP16[@]}")
+if [ "$UPDATES" = pass ]; then
+  # the budget is one pass of the full-sentence cell: train it first, read its count
+  if ! done_ "$OUT/ft-sent"; then
+    log "fine-tune sent (one pass over $N_TRAIN pairs: sets the budget)"
+    # shellcheck disable=SC2086
+    nmtfrag finetune --model "$MODEL" --train "${TRAIN[@]}" --out "$OUT/ft-sent" \
+      --max-epochs 1 "${ft_common[@]}" $FT_ARGS > /dev/null
+  fi
+  UPDATES=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["result"]["num_updates"])' \
+    "$OUT/ft-sent/manifest.json")
+  log "budget: $UPDATES updates of at most $MAX_TOKENS tokens per cell"
+fi
+VALIDATE_EVERY=${VALIDATE_EVERY:-$(( UPDATES / 2 > 0 ? UPDATES / 2 : 1 ))}
+for cfg in $APPROACHES; do
+  done_ "$OUT/ft-$cfg" && continue
+  log "fine-tune $cfg"
+  case $cfg in
+    sent) train=("${TRAIN[@]}") ;;
+    dp-sgd) train=() ;;
+    *) train=("$OUT/rel-$cfg") ;;
+  esac
+  if [ "$cfg" = dp-sgd ]; then
+    # one expected pass in DP_STEPS noisy steps of N/DP_STEPS pairs (Poisson sampling)
+    # shellcheck disable=SC2086
+    nmtfrag finetune --model "$MODEL" --train "${TRAIN[@]}" --out "$OUT/ft-dp-sgd" \
+      --dp --target-epsilon "$DP_EPSILON" --delta "$DELTA" --dp-params "$DP_PARAMS" \
+      --logical-batch $(( N_TRAIN / DP_STEPS )) --dp-steps "$DP_STEPS" --dp-lr "$DP_LR" \
+      --physical-batch 32 --max-grad-norm 1 "${ft_common[@]}" $FT_ARGS > /dev/null
+  else
+    # shellcheck disable=SC2086
+    nmtfrag finetune --model "$MODEL" --train "${train[@]}" --out "$OUT/ft-$cfg" \
+      --max-updates "$UPDATES" --validate-every "$VALIDATE_EVERY" "${ft_common[@]}" \
+      $FT_ARGS > /dev/null
+  fi
+done
+
+# 4. utility and leakage of every model
+for cfg in baseline $APPROACHES; do
+  m=$(model_of "$cfg")
+  base=(); [ "$cfg" != baseline ] && base=(--baseline "$OUT/eval-baseline")
+  if ! done_ "$OUT/eval-$cfg"; then
+    log "evaluate $cfg"
+    nmtfrag evaluate --model "$m" "${ckpt[@]}" --src "$DATA/test.de" --ref "$DATA/test.en" \
+      --tokenized "${first[@]}" --beam "$BEAM" --name "$cfg" "${base[@]}" \
+      --out "$OUT/eval-$cfg" --overwrite "${dev[@]}" "${engine[@]}" "${FP16[@]}"
+  fi
+  [ "$AUDIT" = 1 ] || continue
+  thr=(); [ -n "${THREADS:-}" ] && thr=(--threads "$THREADS")
+  mdev=(); [ -n "${DEVICE:-}" ] && mdev=(--device "$DEVICE")
+  if ! done_ "$OUT/exposure-$cfg"; then
+    log "canary exposure $cfg"
+    nmtfrag audit exposure --model "$m" "${ckpt[@]}" --canaries "$OUT/canaried/canaries.json" \
+      --samples "$SAMPLES" --seed "$SEED" --out "$OUT/exposure-$cfg" --overwrite "${thr[@]}"
+  fi
+  if ! done_ "$OUT/mi-$cfg"; then
+    log "membership inference $cfg"
+    nmtfrag audit membership --model "$m" "${ckpt[@]}" --members "${MEMBERS[@]}" \
+      --non-members "$DATA/test.de" "$DATA/test.en" --pretokenized --max-pairs "$MI_PAIRS" \
+      --seed "$SEED" --out "$OUT/mi-$cfg" --overwrite "${thr[@]}" "${mdev[@]}"
+  fi
+done
+
+# 5. one report
+log "report"
+python3 -m nmtfrag.audit.runs_yaml --out-dir "$OUT" --title "$D, $(basename "$MODEL"), $UPDATES updates of $MAX_TOKENS tokens" \
+  --approaches "baseline $APPROACHES" > "$OUT/runs.yaml.tmp"
+[ -n "${EXTRA_RUNS:-}" ] && cat "$EXTRA_RUNS" >> "$OUT/runs.yaml.tmp"
+mv "$OUT/runs.yaml.tmp" "$OUT/runs.yaml"
+nmtfrag audit compare --runs "$OUT/runs.yaml" --out "$OUT/comparison" --overwrite > /dev/null
+cat "$OUT/comparison/report.md"
+log "done: $OUT/comparison/report.md"
