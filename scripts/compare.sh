@@ -112,7 +112,9 @@ ckpt=()
 first=()
 [ "$TEST_LINES" != 0 ] && first+=(--first "$TEST_LINES")
 engine=(--engine "$ENGINE")
-[ "$ENGINE" = ctranslate2 ] && engine+=(--compute-type "${COMPUTE_TYPE:-float32}")
+# conversions are cached in RUNS, not in MODEL (which may be read-only)
+[ "$ENGINE" = ctranslate2 ] && engine+=(--compute-type "${COMPUTE_TYPE:-float32}" \
+  --ct2-cache "$RUNS/ct2-cache")
 has() { [[ " $APPROACHES " == *" $1 "* ]]; }
 done_() { [ -f "$1/manifest.json" ]; }
 log() { echo "[compare $D $(date -u +%H:%M:%S)] $*" >&2; }
