@@ -57,6 +57,12 @@ done; done
 [ -f "$MODEL/dict.de.txt" ] || { echo "error: $MODEL is not a WMT19-layout model dir (no dict.de.txt)" >&2; exit 2; }
 
 APPROACHES=${APPROACHES:-len4 len4-tag len7 len7-tag sent dp-release dp-sgd}
+for c in $APPROACHES; do
+  case $c in len4|len4-tag|len7|len7-tag|sent|dp-release|dp-sgd) ;;
+    *) echo "error: APPROACHES: unknown cell '$c' (cells: len4 len4-tag len7 len7-tag sent dp-release dp-sgd)" >&2
+       exit 2 ;;
+  esac
+done
 UPDATES=${UPDATES:-pass}
 MAX_TOKENS=${MAX_TOKENS:-2048}
 LR=${LR:-0.000175}

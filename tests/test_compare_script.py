@@ -133,6 +133,18 @@ def test_missing_domain_files_are_named(tiny_model_dir, tmp_path):
     assert proc.returncode == 2 and "d/train.de: no such file" in proc.stderr
 
 
+def test_unknown_cell_is_a_usage_error(tiny_model_dir, tmp_path):
+    (tmp_path / "d").mkdir()
+    for f in ("train", "valid", "test"):
+        write_parallel(make_corpus(5, seed=1), str(tmp_path / "d" / f))
+    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "compare.sh"), "d"],
+                          env=_env(MODEL=tiny_model_dir, DATA_ROOT=str(tmp_path),
+                                   RUNS=str(tmp_path / "r"), APPROACHES="sent len5"),
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "unknown cell 'len5'" in proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
 def test_runs_spec_lists_only_evaluated_cells(tmp_path):
     for d in ("eval-baseline", "eval-sent", "exposure-sent", "reconstruct-len4"):
         (tmp_path / d).mkdir()
