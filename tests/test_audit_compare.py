@@ -107,3 +107,28 @@ def test_frontier_keeps_only_undominated_points():
     brute = sorted(p for p in set(pts) if not any(
         q != p and q[0] <= p[0] and q[1] >= p[1] for q in pts))
     assert frontier(pts) == brute
+
+
+def test_reconstruction_figures_are_the_strongest_mode(tmp_path):
+    """With --mode both the report's top-level scores are the conservative floor; the
+    comparison must show, per figure, the mode that rebuilt more (never understate)."""
+    import copy
+
+    cons = copy.deepcopy(RECON["scores"])
+    greedy = copy.deepcopy(RECON["scores"])
+    greedy["pair"]["rebuilt_exactly_share"] = 0.02  # greedy rebuilds more pairs …
+    greedy["tgt"]["ngrams_recovered_share"] = 0.10  # … but fewer n-grams here
+    rep = dict(RECON, mode="both", scores=cons,
+               modes={"conservative": {"scores": cons}, "greedy": {"scores": greedy}})
+    _w(tmp_path / "e" / "report.json", _eval(12.0))
+    _w(tmp_path / "r" / "report.json", rep)
+    (tmp_path / "runs.yaml").write_text(
+        "runs:\n  - {name: phr, evaluate: e, reconstruction: r}\n")
+    row = compare_runs(str(tmp_path / "runs.yaml"), str(tmp_path / "out"))["runs"][0]
+    rec = row["reconstruction"]
+    assert rec["pairs_rebuilt_share"] == 0.02
+    assert rec["strongest_mode"]["pairs_rebuilt_share"] == "greedy"
+    assert rec["tgt_ngrams_recovered_share"] == 0.14
+    assert rec["strongest_mode"]["tgt_ngrams_recovered_share"] == "conservative"
+    assert rec["modes"] == ["conservative", "greedy"]
+    assert "| 2.00% | 14.00% |" in (tmp_path / "out" / "report.md").read_text()
