@@ -33,7 +33,8 @@
 #   THREADS (torch CPU threads)   FT_ARGS (extra `nmtfrag finetune` options, e.g. --gpus 4)
 #   RUNS (runs/compare)   SEED (1)   SAMPLE_RATE (0.5)   BEAM (5)   CHECKPOINT
 #   EXTRA_RUNS   YAML run entries appended to the report's runs.yaml
-# Output: RUNS/DOMAIN/comparison/{report.md,report.json,privacy_utility.png}. A step whose
+# Output: RUNS/DOMAIN/comparison/{report.md,report.json,privacy_utility.png}, one row per
+# cell evaluated in RUNS/DOMAIN (earlier runs' cells included). A step whose
 # output dir holds a manifest.json is skipped, so rerunning the command continues; the
 # settings are kept in RUNS/DOMAIN/settings and a rerun with other ones is refused.
 set -euo pipefail
@@ -41,7 +42,7 @@ set -euo pipefail
 FP16=()
 if [ "${1:-}" = --fp16 ]; then FP16=(--fp16); shift; fi
 if [ $# -ne 1 ] || [[ $1 == -* ]]; then
-  sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 D=$1
@@ -56,12 +57,11 @@ for f in train valid test; do for l in de en; do
 done; done
 [ -f "$MODEL/dict.de.txt" ] || { echo "error: $MODEL is not a WMT19-layout model dir (no dict.de.txt)" >&2; exit 2; }
 
-APPROACHES=${APPROACHES:-len4 len4-tag len7 len7-tag sent dp-release dp-sgd}
+ALL_CELLS="len4 len4-tag len7 len7-tag sent dp-release dp-sgd"
+APPROACHES=${APPROACHES:-$ALL_CELLS}
 for c in $APPROACHES; do
-  case $c in len4|len4-tag|len7|len7-tag|sent|dp-release|dp-sgd) ;;
-    *) echo "error: APPROACHES: unknown cell '$c' (cells: len4 len4-tag len7 len7-tag sent dp-release dp-sgd)" >&2
-       exit 2 ;;
-  esac
+  [[ " $ALL_CELLS " == *" $c "* ]] || {
+    echo "error: APPROACHES: unknown cell '$c' (cells: $ALL_CELLS)" >&2; exit 2; }
 done
 UPDATES=${UPDATES:-pass}
 MAX_TOKENS=${MAX_TOKENS:-2048}
@@ -246,10 +246,11 @@ for cfg in baseline $APPROACHES; do
   fi
 done
 
-# 5. one report
+# 5. one report, of every cell evaluated in OUT (also those of an earlier run with other
+#    APPROACHES: the settings check keeps them comparable)
 log "report"
 python3 -m nmtfrag.audit.runs_yaml --out-dir "$OUT" --title "$D, $(basename "$MODEL"), $UPDATES updates of $MAX_TOKENS tokens" \
-  --approaches "baseline $APPROACHES" > "$OUT/runs.yaml.tmp"
+  --approaches "baseline $ALL_CELLS" > "$OUT/runs.yaml.tmp"
 [ -n "${EXTRA_RUNS:-}" ] && cat "$EXTRA_RUNS" >> "$OUT/runs.yaml.tmp"
 mv "$OUT/runs.yaml.tmp" "$OUT/runs.yaml"
 nmtfrag audit compare --runs "$OUT/runs.yaml" --out "$OUT/comparison" --overwrite > /dev/null

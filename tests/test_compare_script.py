@@ -101,6 +101,10 @@ def test_table2_reads_the_same_layout(compared):
     assert _manifest(out / "ft-len7")["counts"]["train"]["pairs"] > 0
     assert "| Phrases, max length 7 | – |" not in proc.stdout
     assert (out.parent / "table2-toy.md").read_text() in proc.stdout
+    # the comparison report keeps every evaluated cell, not only table2's
+    rep = json.loads((out / "comparison" / "report.json").read_text())
+    assert [r["name"] for r in rep["runs"]] == ["baseline", "len4", "len4-tag", "len7",
+                                                "len7-tag", "sent", "dp-release", "dp-sgd"]
 
 
 def test_rerun_with_other_settings_is_refused(compared):
