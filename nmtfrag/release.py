@@ -5,7 +5,6 @@ upstream, no segment longer than `max_len` words (tags not counted) is written, 
 violation aborts the whole release before any file appears.
 """
 import contextlib
-import itertools
 import os
 from collections import Counter
 

@@ -237,6 +237,8 @@ def test_finetune_dp_end_to_end(tiny_dir, capsys):
     t = priv["training"]
     assert t["history"] == [[t["noise_multiplier"], 30 / 120, 4]]
     assert t["epsilon"] <= 2.0
+    # all parameters: the tied embedding matrix rules out ghost clipping
+    assert t["clipping"].startswith("opacus hooks")
     assert t["epsilon"] == pytest.approx(
         accounting.epsilon([tuple(h) for h in t["history"]], 1e-3, "rdp"))
     assert len((out / "owner" / "train.log").read_text().splitlines()) == 4
@@ -274,6 +276,8 @@ def test_vocabulary_epsilon_composes_into_the_certificate(tiny_dir, tmp_path):
     man = json.loads((root / "dpv" / "manifest.json").read_text())
     assert man["params"]["trained_parameters"] == {"kind": "all", "frozen": "embeddings"}
     assert man["params"]["trainable_parameters"] > 0
+    # untied once the embeddings are frozen: auto picks ghost clipping
+    assert priv["training"]["clipping"].startswith("opacus ghost clipping")
 
 
 @pytest.mark.parametrize("extra,msg", [
@@ -286,6 +290,8 @@ def test_vocabulary_epsilon_composes_into_the_certificate(tiny_dir, tmp_path):
       "--dp-steps", "1"], "1/n"),
     (["--noise-multiplier", "1", "--delta", "1e-3", "--logical-batch", "500",
       "--dp-steps", "1"], "exceeds"),
+    (["--noise-multiplier", "1", "--delta", "1e-3", "--logical-batch", "30",
+      "--dp-steps", "1", "--dp-clipping", "ghost"], "shared by several layers"),
 ])
 def test_finetune_dp_refuses_void_configurations(tiny_dir, capsys, extra, msg):
     from nmtfrag.cli import main

@@ -6,7 +6,6 @@
 torch/opacus are imported inside the engine.
 """
 import json
-import sys
 
 from ..errors import InputError
 from ..trainable import CHOICES, LORA_DEFAULT_MODULES, TrainableSet
@@ -62,8 +61,8 @@ def add_arguments(parser):
                    help="with --privacy-unit document: one document id per training "
                         "line (as `nmtfrag split` writes them)")
     g.add_argument("--allow-few-units", action="store_true",
-                   help=f"train even with fewer than 100 privacy units (refused by "
-                        f"default: the noise then drowns the signal)")
+                   help="train even with fewer than 100 privacy units (refused by "
+                        "default: the noise then drowns the signal)")
     g.add_argument("--dedup", action="store_true",
                    help="train on each distinct sentence pair once: the privacy unit "
                         "becomes one distinct pair (without it, a pair repeated k times "
@@ -73,6 +72,12 @@ def add_arguments(parser):
                         "CUDA one GPU each, as --gpus N): each clips its share of the "
                         "logical batch, the clipped sums are all-reduced and the noise is "
                         "added once, so ε is that of one process")
+    g.add_argument("--dp-clipping", choices=("auto", "ghost", "hooks"), default="auto",
+                   help="how per-example gradients are clipped: ghost (opacus' ghost "
+                        "clipping: norms without per-example gradients, two backward "
+                        "passes), hooks (per-example gradients materialised), or auto "
+                        "(default: ghost unless trained matrices are tied, as with "
+                        "--dp-params all, or the unit is a document); the log says which")
     g.add_argument("--dp-valid-every", type=int, default=0, metavar="STEPS",
                    help="validation loss every STEPS noisy steps (default: only at the end)")
 
@@ -153,7 +158,7 @@ def config_from_args(args):
         lr=args.dp_lr or args.lr, weight_decay=args.dp_weight_decay,
         params=trainable_set(args), unit=args.privacy_unit, documents=args.documents,
         dedup=args.dedup, allow_few_units=args.allow_few_units, seed=args.seed,
-        valid_every=args.dp_valid_every)
+        valid_every=args.dp_valid_every, clipping=args.dp_clipping)
     return job, config
 
 

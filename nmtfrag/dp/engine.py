@@ -58,6 +58,7 @@ class DPConfig:
     allow_few_units: bool = False
     seed: Optional[int] = None                 # None: secret randomness
     valid_every: int = 0
+    clipping: str = "auto"                     # auto, ghost or hooks (fairseq_opacus)
 
     def check(self):
         """Refuse configurations that would void (or silently change) the guarantee."""
@@ -78,6 +79,11 @@ class DPConfig:
         if (self.unit == "document") != (self.documents is not None):
             raise InputError("--privacy-unit document needs --documents FILE (one document "
                              "id per training line), and --documents needs it")
+        from .fairseq_opacus import CLIPPING
+
+        if self.clipping not in CLIPPING:
+            raise InputError(f"--dp-clipping must be one of {CLIPPING}, "
+                             f"got {self.clipping!r}")
         if self.unit == "document" and self.dedup:
             raise InputError("--dedup with --privacy-unit document: a document is the "
                              "unit, so its repeated pairs are already protected with it")
@@ -344,7 +350,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                              write_dict_with, write_model_dir)
     from ..randomness import resolve_seed
     from . import accounting, fairseq_opacus
-    from .sgd import DPSGD, valid_loss
+    from .sgd import valid_loss
 
     config.check()
     if job.threads:
@@ -413,6 +419,8 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                                          seed=seed.value if seed.reproducible else 0)
         model = model.to(device)
         fairseq_opacus.prepare_model(model)  # refuses unsupported layers before training
+        clipping, clipping_why = fairseq_opacus.choose_clipping(model, config.clipping,
+                                                                config.unit)
         ls = job.label_smoothing
         before = valid_loss(model, valid_ds, label_smoothing=ls) / math.log(2)
         log = StepLog(owner_path(out, "train.log"), steps, max(1, job.log_interval or 50),
@@ -423,6 +431,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
               f"{config.physical_batch}, trained parameters {config.params.kind} "
               f"({n_trainable}), {job.world_size} process(es), randomness {seed.source}",
               file=sys.stderr)
+        print(f"DP-SGD clipping: {clipping} ({clipping_why})", file=sys.stderr)
         t_train = time.time()
         train_kwargs = dict(
             steps=steps, rate_of_step=functools.partial(rate_at, segs, n),
@@ -431,7 +440,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
             weight_decay=config.weight_decay, seed=seed, label_smoothing=ls, log=log,
             valid_fn=(None if job.world_size > 1 else functools.partial(_valid_bits,
                                                                          valid_ds, ls)),
-            valid_every=config.valid_every)
+            valid_every=config.valid_every, clipping=clipping)
         records, history = run_training(model, train_ds, units, train_kwargs,
                                         world_size=job.world_size, device=device,
                                         work=work, threads=job.threads)
@@ -455,7 +464,8 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                 "unit": unit_text(config), "privacy_unit": config.unit,
                 "trained_parameters": dict(config.params.public_record(),
                                            count=n_trainable),
-                "clipping": DPSGD.clipping_method, "processes": job.world_size,
+                "clipping": fairseq_opacus.CLIPPING_TEXT[clipping],
+                "processes": job.world_size,
                 "accountant": config.accountant,
                 "epsilon": eps[config.accountant], "epsilon_all_accountants": eps,
                 "delta": config.delta, "noise_multiplier": sigma,

@@ -21,8 +21,20 @@ tests/test_dp_sgd.py):
 
 Tied (shared) embedding matrices get the sum of their per-example contributions, as
 autograd does; a module shared by encoder and decoder (--share-all-embeddings) is hooked
-once (opacus would hook it twice and double its per-example gradients). Layers without a grad sampler are refused (no silent functorch
-fallback): the model must consist of Linear, Embedding and LayerNorm layers.
+once (opacus would hook it twice and double its per-example gradients). Layers without
+a grad sampler are refused (no silent functorch fallback): the model must consist of
+Linear, Embedding and LayerNorm layers.
+
+Two ways to clip (`choose_clipping` picks, the log and the certificate say which):
+- "hooks": per-example gradients are materialised (B × parameter shape per layer),
+  clipped and summed. Works for every trained set, shared matrices and document units.
+- "ghost": opacus' ghost clipping (Li et al. 2022, "Large Language Models Can Be Strong
+  Differentially Private Learners", §4): the per-example gradient *norm* of a Linear or
+  Embedding layer is computed from its activations and output gradients without forming
+  the gradient; a second backward pass of Σ cᵢ·lossᵢ (cᵢ the clipping factors) gives the
+  clipped sum. Cheaper in memory and time when the layers are wide, but opacus refuses a
+  parameter shared by two layers (the tied embedding matrices of `--dp-params all`), and
+  a document's norm (of a *sum* of per-pair gradients) is not a per-row norm.
 """
 import torch
 from torch import nn
@@ -87,15 +99,65 @@ def restore_model(model):
             module.__class__ = nn.Linear
 
 
-def _grad_sample_module_class():
+CLIPPING = ("auto", "ghost", "hooks")
+CLIPPING_TEXT = {
+    "hooks": "opacus hooks, per-example gradients materialised",
+    "ghost": "opacus ghost clipping: per-example norms without per-example gradients, "
+             "two backward passes"}
+
+
+def shared_trainable(model):
+    """Names of trained parameters that more than one layer uses (tied matrices, or a
+    layer reachable twice, like the shared encoder/decoder embedding)."""
+    users, names = {}, {}
+    for name, module in model.named_modules(remove_duplicate=False):
+        for pname, p in module.named_parameters(recurse=False):
+            if p.requires_grad:
+                users.setdefault(id(p), set()).add(name)
+                names.setdefault(id(p), f"{name}.{pname}")
+    return sorted(names[k] for k, used_by in users.items() if len(used_by) > 1)
+
+
+def choose_clipping(model, requested="auto", unit="sentence"):
+    """(method, why): ghost clipping where opacus covers the trained layers, else hooks.
+
+    `requested` "ghost" on a model or unit it cannot serve is an error, not a fallback."""
+    if requested not in CLIPPING:
+        raise InputError(f"--dp-clipping must be one of {CLIPPING}, got {requested!r}")
+    if requested == "hooks":
+        return "hooks", "asked for"
+    blocker = None
+    if unit != "sentence":
+        blocker = (f"the privacy unit is a {unit}: its norm is that of a sum of per-pair "
+                   "gradients")
+    else:
+        tied = shared_trainable(model)
+        if tied:
+            blocker = (f"trained matrices are shared by several layers ({', '.join(tied)}), "
+                       "which opacus' ghost clipping does not support")
+    if blocker is None:
+        return "ghost", ("asked for" if requested == "ghost" else
+                         "every trained layer is a Linear, Embedding or LayerNorm")
+    if requested == "ghost":
+        raise InputError(f"--dp-clipping ghost: {blocker}; use --dp-clipping hooks "
+                         "(or auto)" + (" or --dp-freeze-embeddings" if unit == "sentence"
+                                        else ""))
+    return "hooks", blocker
+
+
+def _grad_sample_module_class(clipping="hooks"):
     from opacus.grad_sample import GradSampleModule
+    from opacus.grad_sample.grad_sample_module_fast_gradient_clipping import (
+        GradSampleModuleFastGradientClipping)
 
-    if CopyOutputLinear not in GradSampleModule.GRAD_SAMPLERS:
-        GradSampleModule.GRAD_SAMPLERS[CopyOutputLinear] = \
-            GradSampleModule.GRAD_SAMPLERS[nn.Linear]
+    for table in (GradSampleModule.GRAD_SAMPLERS,
+                  GradSampleModuleFastGradientClipping.NORM_SAMPLERS):
+        if CopyOutputLinear not in table:
+            table[CopyOutputLinear] = table[nn.Linear]
+    base = GradSampleModuleFastGradientClipping if clipping == "ghost" else GradSampleModule
 
-    class FairseqGradSampleModule(GradSampleModule):
-        """GradSampleModule with a per-module batch dimension (fix 3)."""
+    class FairseqGradSampleModule(base):
+        """opacus' module with a per-module batch dimension (fix 3)."""
 
         expected_batch_size = None
 
@@ -125,12 +187,31 @@ def _grad_sample_module_class():
     return FairseqGradSampleModule
 
 
-def wrap(model):
-    """prepare_model + opacus hooks; per-example gradients of a *summed* loss appear in
-    `p.grad_sample` (batch × param shape) after `loss.backward()`."""
+def wrap(model, clipping="hooks"):
+    """prepare_model + opacus hooks. After `loss.backward()` of a *summed* loss:
+    "hooks" puts per-example gradients in `p.grad_sample` (batch × param shape);
+    "ghost" puts per-example gradient norms in `p._norm_sample` (read by
+    `per_example_norms`)."""
     prepare_model(model)
-    cls = _grad_sample_module_class()
-    return cls(model, batch_first=True, loss_reduction="sum", strict=False)
+    cls = _grad_sample_module_class(clipping)
+    kw = {"use_ghost_clipping": True} if clipping == "ghost" else {}
+    return cls(model, batch_first=True, loss_reduction="sum", strict=False, **kw)
+
+
+def per_example_norms(params):
+    """Per-example norms of the whole trained gradient after a ghost-clipping backward
+    (float64, batch order); each parameter's norms are consumed, so a stale one from an
+    earlier batch can never be read."""
+    sq = None
+    for p in params:
+        ns = getattr(p, "_norm_sample", None)
+        if ns is None:
+            raise RuntimeError("ghost clipping: a trained parameter got no per-example "
+                               "norm in this backward pass")
+        part = ns.double().reshape(-1) ** 2
+        sq = part if sq is None else sq + part
+        p._norm_sample = None
+    return sq.sqrt()
 
 
 def example_losses(model, sample, label_smoothing=0.0, pad_idx=1):

@@ -42,7 +42,7 @@ import torch
 
 from ..errors import InputError
 from ..randomness import resolve_seed
-from . import accounting, fairseq_opacus
+from . import fairseq_opacus
 
 
 def to_device(sample, device):
@@ -110,16 +110,18 @@ class DPSGD:
     `optimizer` updates its trainable parameters from `.grad`.
     """
 
-    # per-example gradients from opacus' per-layer hooks (nmtfrag.dp.fairseq_opacus)
-    clipping_method = "opacus hooks, per-example gradients materialised"
-
     def __init__(self, model, optimizer, *, max_grad_norm, noise_multiplier,
-                 expected_batch_size, seed=None, label_smoothing=0.0, pad_idx=1):
+                 expected_batch_size, seed=None, label_smoothing=0.0, pad_idx=1,
+                 clipping="hooks"):
         if not max_grad_norm > 0:
             raise InputError(f"--max-grad-norm must be positive, got {max_grad_norm}")
         if not noise_multiplier > 0:
             raise InputError(f"the noise multiplier must be positive, got {noise_multiplier}")
-        self.gsm = fairseq_opacus.wrap(model)
+        if clipping not in ("hooks", "ghost"):
+            raise InputError(f"clipping must be 'hooks' or 'ghost', got {clipping!r} "
+                             "(fairseq_opacus.choose_clipping resolves 'auto')")
+        self.clipping = clipping  # nmtfrag.dp.fairseq_opacus explains both
+        self.gsm = fairseq_opacus.wrap(model, clipping)
         self.model = model
         self.optimizer = optimizer
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -149,23 +151,36 @@ class DPSGD:
         self.gsm.enable_hooks()
         losses = fairseq_opacus.example_losses(self.model, sample, self.label_smoothing,
                                                self.pad_idx)
-        with warnings.catch_warnings():
-            # token-id inputs need no gradient: torch's notice about hooks on the
-            # embedding is expected and harmless
-            warnings.filterwarnings("ignore", message="Full backward hook is firing")
-            losses.sum().backward()
-        grads = fairseq_opacus.per_example_grads(self.gsm, self.params)
-        if unit_of is not None:
-            return self._add_to_units(sample, losses.detach(), grads, unit_of)
-        sq = torch.zeros(n, dtype=torch.float64, device=self.device)
-        for _, gs in grads:
-            sq += torch.linalg.vector_norm(gs.reshape(n, -1), dim=1).double() ** 2
-        norms = sq.sqrt()
-        factor = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
-        for acc, (p, gs) in zip(self.summed, grads):
-            acc += torch.einsum("b,b...->...", factor.to(gs.dtype), gs)
-            p.grad_sample = None
-            p.grad = None
+        ghost = self.clipping == "ghost"
+        if ghost and unit_of is not None:
+            raise InputError("ghost clipping clips rows, not units (documents): use hooks")
+        self._backward(losses.sum(), retain_graph=ghost)
+        if ghost:
+            # pass 1 gave each example's gradient norm; pass 2 (no hooks) backpropagates
+            # Σ factor·loss, whose gradient is the clipped sum itself
+            norms = fairseq_opacus.per_example_norms(self.params)
+            factor = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+            for p in self.params:
+                p.grad = None
+            self.gsm.disable_hooks()
+            self._backward((losses * factor.to(losses.dtype)).sum())
+            self.gsm.enable_hooks()
+            for acc, p in zip(self.summed, self.params):
+                acc += p.grad
+                p.grad = None
+        else:
+            grads = fairseq_opacus.per_example_grads(self.gsm, self.params)
+            if unit_of is not None:
+                return self._add_to_units(sample, losses.detach(), grads, unit_of)
+            sq = torch.zeros(n, dtype=torch.float64, device=self.device)
+            for _, gs in grads:
+                sq += torch.linalg.vector_norm(gs.reshape(n, -1), dim=1).double() ** 2
+            norms = sq.sqrt()
+            factor = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+            for acc, (p, gs) in zip(self.summed, grads):
+                acc += torch.einsum("b,b...->...", factor.to(gs.dtype), gs)
+                p.grad_sample = None
+                p.grad = None
         clipped = norms * factor
         # match per-example results by dataset id: the collater re-sorts by length
         for i, loss, norm, c in zip(sample["id"].tolist(), losses.detach().tolist(),
@@ -174,6 +189,14 @@ class DPSGD:
         self.n_examples += n
         return {"ids": sample["id"].tolist(), "norms": norms, "clipped_norms": clipped,
                 "loss": float(losses.detach().sum())}
+
+    @staticmethod
+    def _backward(loss, retain_graph=False):
+        with warnings.catch_warnings():
+            # token-id inputs need no gradient: torch's notice about hooks on the
+            # embedding is expected and harmless
+            warnings.filterwarnings("ignore", message="Full backward hook is firing")
+            loss.backward(retain_graph=retain_graph)
 
     def _add_to_units(self, sample, losses, grads, unit_of):
         ids = sample["id"].tolist()
@@ -251,11 +274,12 @@ class DPSGD:
 
 def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_norm,
              physical_batch, lr, weight_decay=0.0, seed=None, label_smoothing=0.0,
-             log=None, valid_fn=None, valid_every=0, units=None):
+             log=None, valid_fn=None, valid_every=0, units=None, clipping="hooks"):
     """Run `steps` noisy steps; the logical batch of step t is Poisson with rate
     `rate_of_step(t)` over the privacy units: dataset rows, or the groups of rows in
     `units` (e.g. documents). Returns (per-step log, privacy history [(σ, q, steps)],
-    the DPSGD object). `seed` None draws sampling and noise from secret randomness."""
+    the DPSGD object). `seed` None draws sampling and noise from secret randomness;
+    `clipping` is "hooks" or "ghost" (fairseq_opacus.choose_clipping)."""
     seed = resolve_seed(seed)
     n = len(units) if units is not None else len(dataset)
     pad = dataset.src_dict.pad()
@@ -264,7 +288,7 @@ def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_
                             weight_decay=weight_decay)
     dp = DPSGD(model, opt, max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier,
                expected_batch_size=rate_of_step(0) * n, seed=seed,
-               label_smoothing=label_smoothing, pad_idx=pad)
+               label_smoothing=label_smoothing, pad_idx=pad, clipping=clipping)
     rng, dp.generator = shared_generators(seed)
     rank, world = distributed_group()
     sizes = dataset.src_sizes + (dataset.tgt_sizes if dataset.tgt_sizes is not None else 0)

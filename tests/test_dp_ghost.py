@@ -1,0 +1,93 @@
+"""Ghost clipping (opacus, Li et al. 2022) in nmtfrag's DP-SGD: per-example norms and the
+clipped sum equal a loop of single-example backward passes, as the hooks path does; the
+automatic choice falls back to hooks where ghost clipping cannot be exact."""
+import copy
+import math
+
+import pytest
+import torch
+
+from nmtfrag import trainable
+from nmtfrag.dp import fairseq_opacus, sgd
+from nmtfrag.errors import InputError
+from test_dp_sgd import _reference_grads, tiny  # noqa: F401 (fixture)
+from test_lora import _adapted
+
+torch.set_num_threads(1)
+
+C = 0.05
+
+
+def _model(tiny, kind):
+    if kind == "lora":
+        return _adapted(tiny[0], rank=3)[0]
+    model = copy.deepcopy(tiny[0])
+    spec = trainable.TrainableSet("all", freeze_embeddings=True) if kind == "all-frozen-emb" \
+        else trainable.TrainableSet(kind)
+    trainable.apply(model, spec)
+    return model
+
+
+def _clipped_reference(ref, ids):
+    norms, total = {}, None
+    for i in ids:
+        norms[i] = math.sqrt(sum(float(g.double().pow(2).sum()) for g in ref[i]))
+        f = min(1.0, C / (norms[i] + 1e-6))
+        part = [g * f for g in ref[i]]
+        total = part if total is None else [a + b for a, b in zip(total, part)]
+    return norms, total
+
+
+@pytest.mark.parametrize("kind", ["lora", "bias", "decoder", "all-frozen-emb"])
+def test_ghost_norms_and_clipped_sum_equal_single_example_loop(tiny, kind):
+    model, ds = _model(tiny, kind), tiny[1]
+    model.train()
+    ids = list(range(9))
+    ref = _reference_grads(model, ds, ids)
+    want_norms, want_sum = _clipped_reference(ref, ids)
+    assert fairseq_opacus.choose_clipping(model)[0] == "ghost"
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.0)
+    dp = sgd.DPSGD(model, opt, max_grad_norm=C, noise_multiplier=1.0,
+                   expected_batch_size=len(ids), label_smoothing=0.1, clipping="ghost")
+    out = dp.accumulate(ds.collater([ds[i] for i in ids]))
+    got = dict(zip(out["ids"], out["norms"].tolist()))
+    assert sum(n > C for n in got.values()) >= 3  # clipping actually acted
+    for i in ids:
+        assert got[i] == pytest.approx(want_norms[i], rel=1e-4), i
+    scale = max(float(w.abs().max()) for w in want_sum)
+    for a, b in zip(dp.summed, want_sum):
+        assert float((a - b).abs().max()) <= 1e-4 * scale
+    # no gradient is left behind for the optimizer or the next batch
+    assert all(p.grad is None for p in dp.params)
+
+
+def test_ghost_and_hooks_take_the_same_seeded_steps(tiny):
+    ds = tiny[1]
+    runs = []
+    for clipping in ("ghost", "hooks"):
+        model = _model(tiny, "lora")
+        sgd.train_dp(model, ds, steps=2, rate_of_step=lambda t: 0.5, noise_multiplier=0.7,
+                     max_grad_norm=C, physical_batch=4, lr=1e-2, seed=5,
+                     clipping=clipping)
+        runs.append([p.detach().clone() for p in model.parameters() if p.requires_grad])
+    moved = max(float((a - b).abs().max()) for a, b in
+                zip(runs[0], [p for p in _model(tiny, "lora").parameters() if p.requires_grad]))
+    assert moved > 1e-3
+    for a, b in zip(*runs):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_auto_choice_falls_back_to_hooks_and_says_why(tiny):
+    whole = copy.deepcopy(tiny[0])  # shared embedding matrix: tied, trained
+    method, why = fairseq_opacus.choose_clipping(whole)
+    assert method == "hooks" and "embed_tokens" in why
+    assert fairseq_opacus.shared_trainable(whole)
+    with pytest.raises(InputError, match="--dp-freeze-embeddings"):
+        fairseq_opacus.choose_clipping(whole, "ghost")
+    lora_model = _model(tiny, "lora")
+    assert fairseq_opacus.shared_trainable(lora_model) == []
+    method, why = fairseq_opacus.choose_clipping(lora_model, "auto", unit="document")
+    assert method == "hooks" and "document" in why
+    assert fairseq_opacus.choose_clipping(lora_model, "hooks") == ("hooks", "asked for")
+    with pytest.raises(InputError, match="must be one of"):
+        fairseq_opacus.choose_clipping(lora_model, "fast")
