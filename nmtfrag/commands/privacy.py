@@ -191,6 +191,8 @@ def run(args):
         print("trained   " + ", ".join(f"{k} {v}" for k, v in tp.items()
                                        if k != "modules")
               + (f", modules {','.join(tp['modules'])}" if tp.get("modules") else ""))
+        if t.get("clipping"):
+            print(f"clipping  {t['clipping']}")
         print(f"vocabulary ε_V = {v['epsilon']:.4f} at δ_V = {v['delta']:g}"
               + ("" if v.get("epsilon") else " (no DP vocabulary: the model's public "
                  "vocabulary was used)"))
