@@ -1,0 +1,122 @@
+"""The table of a DP fine-tuning study (scripts/dp_recipe.sh): one row per cell.
+
+Why: choosing a DP recipe means comparing cells on what DP costs — BLEU against the
+baseline and against non-private fine-tuning on the same data ("share of the gain") —
+next to why a cell lands where it does: ε under both accountants, the noise multiplier,
+the mean gradient signal-to-noise ratio of the noisy steps (Anil et al. 2021 §5.2.1) and
+the share of clipped examples. Everything is read from the cells' own records
+(RUNS/DOMAIN/ft-NAME: manifest.json, privacy.json, owner/; eval-NAME/report.json).
+
+    python3 -m nmtfrag.dp.study_table RUNS/DOMAIN --reference nonprivate-all [--json]
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def _load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def _train_log(cell_dir):
+    path = os.path.join(cell_dir, "owner", "train.log")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def cell_row(root, name):
+    """One cell's figures (None where they do not apply, e.g. ε of a non-private cell)."""
+    ev = _load(os.path.join(root, f"eval-{name}", "report.json"))
+    ft = os.path.join(root, f"ft-{name}")
+    man = _load(os.path.join(ft, "manifest.json")) or {}
+    priv = _load(os.path.join(ft, "privacy.json"))
+    params = man.get("params", {})
+    row = {"name": name, "bleu": ev["scores"]["bleu"] if ev else None,
+           "p_value": ((ev["scores"].get("significance") or {}).get("BLEU") or {})
+           .get("p_value") if ev else None,
+           "trained": (params.get("trained_parameters") or {"kind": "all"}).get("kind"),
+           "lr": params.get("lr"), "dp": bool(priv)}
+    if priv:
+        t = priv["training"]
+        steps = _train_log(ft)
+        row.update(
+            epsilon_rdp=t["epsilon_all_accountants"].get("rdp"),
+            epsilon_prv=t["epsilon_all_accountants"].get("prv"),
+            sigma=t["noise_multiplier"], steps=t["steps"],
+            logical_batch=params.get("logical_batch"),
+            clipping=t.get("clipping"),
+            snr_mean=(sum(s["snr"] for s in steps) / len(steps)) if steps else None,
+            clipped_share=(sum(s["clipped_share"] for s in steps) / len(steps))
+            if steps else None)
+    else:
+        row["updates"] = (man.get("result") or {}).get("num_updates")
+    return row
+
+
+def cells_in(root):
+    """Cell names with an evaluation, in the order the study ran them (cells file)."""
+    order = []
+    cells = os.path.join(root, "cells")
+    if os.path.exists(cells):
+        with open(cells, encoding="utf-8") as f:
+            order = [ln.split()[0] for ln in f if ln.strip() and not ln.startswith("#")]
+    found = [n for n in order if os.path.exists(os.path.join(root, f"eval-{n}"))]
+    return ["baseline"] + [n for n in found if n != "baseline"]
+
+
+def table(root, reference):
+    """(rows, markdown): shares of gain are (BLEU − baseline) / (reference − baseline)."""
+    rows = [cell_row(root, n) for n in cells_in(root)]
+    by = {r["name"]: r for r in rows}
+    base, ref = by.get("baseline", {}).get("bleu"), by.get(reference, {}).get("bleu")
+    gain = (ref - base) if base is not None and ref is not None else None
+    for r in rows:
+        r["share_of_gain"] = ((r["bleu"] - base) / gain
+                              if gain and r["bleu"] is not None else None)
+
+    def f(x, fmt):
+        return "–" if x is None else format(x, fmt)
+
+    lines = ["| cell | trained | lr | ε (RDP / PRV) | σ | steps × batch | SNR | clipped "
+             "| BLEU | p | share of gain |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        eps = (f"{r['epsilon_rdp']:.2f} / {r['epsilon_prv']:.2f}" if r["dp"] else "∞")
+        sb = (f"{r['steps']} × {r['logical_batch']}" if r["dp"] else
+              f"{r.get('updates') or '–'} updates" if r["name"] != "baseline" else "–")
+        lines.append(
+            f"| {r['name']} | {r['trained'] if r['name'] != 'baseline' else '–'} | "
+            f"{f(r['lr'], 'g') if r['name'] != 'baseline' else '–'} | "
+            f"{eps if r['name'] != 'baseline' else '–'} | {f(r.get('sigma'), '.3f')} | {sb} | "
+            f"{f(r.get('snr_mean'), '.3f')} | {f(r.get('clipped_share'), '.0%')} | "
+            f"{f(r['bleu'], '.2f')} | {f(r['p_value'], '.3f')} | "
+            f"{f(r['share_of_gain'], '.0%')} |")
+    note = (f"\nShare of gain: (BLEU − baseline) / ({reference} − baseline)"
+            + (f" = (BLEU − {base:.2f}) / {gain:.2f}." if gain else
+               f": `{reference}` has no evaluation yet."))
+    return rows, "\n".join(lines) + "\n" + note + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("root", help="RUNS/DOMAIN of scripts/dp_recipe.sh")
+    ap.add_argument("--reference", default="nonprivate-all",
+                    help="the non-private cell whose gain the shares are of")
+    ap.add_argument("--json", action="store_true", help="the rows as JSON")
+    args = ap.parse_args(argv)
+    if not os.path.isdir(args.root):
+        print(f"error: {args.root} is not a directory", file=sys.stderr)
+        return 2
+    rows, md = table(args.root, args.reference)
+    print(json.dumps(rows, indent=1) if args.json else md, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# A DP fine-tuning study for one domain: non-private and DP-SGD cells trained for the same
+# number of passes over the owner's full sentences, evaluated on one test set, in one
+# table — BLEU (paired bootstrap against the baseline), the share of the non-private
+# gain each cell keeps, ε (RDP and PRV), σ, mean gradient SNR and clipped share. The
+# README's DP recipe comes from runs of this script.
+#
+# usage: scripts/dp_recipe.sh DOMAIN          e.g. scripts/dp_recipe.sh EMEA
+#
+# Required (environment):
+#   MODEL        WMT19-layout model dir      DATA_ROOT  parent of DOMAIN/{train,valid,test}.*
+# Cells:
+#   CELLS        file, one cell a line: a NAME, then its `nmtfrag finetune` options
+#                (default: the grid below). Each cell trains for PASSES passes
+#                (--max-epoch; a DP cell takes that many expected passes of Poisson
+#                batches of its --logical-batch). The cell `nonprivate-all` is the
+#                reference the shares of gain are of (REFERENCE to pick another).
+#   PASSES (1)  TEST_LINES (500; 0 = all)  TRAIN_LINES (0 = all; else a seeded sample)
+#   DELTA (1e-5)  MAX_TOKENS (2048)  SEED (1)  RUNS (runs/dp-recipe)
+# Machine: DEVICE (cpu|cuda)  THREADS  ENGINE (as scripts/compare.sh)  FT_ARGS
+# Output: RUNS/DOMAIN/{ft-NAME,eval-NAME}, RUNS/DOMAIN/table.md (every cell run so far in
+# RUNS/DOMAIN). A cell whose directory holds a manifest.json is skipped, so rerunning
+# continues, and a run with other CELLS adds its cells (two runs with disjoint CELLS may
+# go side by side, one CPU core each); the settings are kept in RUNS/DOMAIN/settings and
+# a rerun with other ones is refused.
+set -euo pipefail
+
+if [ $# -ne 1 ] || [[ $1 == -* ]]; then
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+fi
+D=$1
+: "${MODEL:?set MODEL to a WMT19-layout model dir (see scripts/dp_recipe.sh --help)}"
+: "${DATA_ROOT:?set DATA_ROOT to the parent of $D/ (see scripts/dp_recipe.sh --help)}"
+DATA=$DATA_ROOT/$D
+for f in train valid test; do for l in de en; do
+  [ -f "$DATA/$f.$l" ] || { echo "error: missing $DATA/$f.$l" >&2; exit 2; }
+done; done
+[ -f "$MODEL/dict.de.txt" ] || { echo "error: $MODEL is not a WMT19-layout model dir (no dict.de.txt)" >&2; exit 2; }
+
+PASSES=${PASSES:-1}
+TEST_LINES=${TEST_LINES:-500}
+TRAIN_LINES=${TRAIN_LINES:-0}
+DELTA=${DELTA:-1e-5}
+MAX_TOKENS=${MAX_TOKENS:-2048}
+SEED=${SEED:-1}
+RUNS=${RUNS:-runs/dp-recipe}
+REFERENCE=${REFERENCE:-nonprivate-all}
+FT_ARGS=${FT_ARGS:-}
+OUT=$RUNS/$D
+mkdir -p "$OUT"
+log() { echo "[dp-recipe $D $(date -u +%H:%M:%S)] $*" >&2; }
+done_() { [ -f "$1/manifest.json" ]; }
+
+settings=$(for v in MODEL CHECKPOINT PASSES TEST_LINES TRAIN_LINES DELTA MAX_TOKENS SEED \
+    ENGINE; do echo "$v=${!v:-}"; done)
+if [ -f "$OUT/settings" ]; then
+  if ! diff -q <(echo "$settings") "$OUT/settings" > /dev/null; then
+    echo "error: $OUT was made with other settings; use another RUNS, or remove $OUT:" >&2
+    { diff <(echo "$settings") "$OUT/settings" || true; } | sed -n 's/^< /  now:    /p; s/^> /  before: /p' >&2
+    exit 2
+  fi
+else
+  echo "$settings" > "$OUT/settings"
+fi
+
+# the cells: learning rates of the DP cells were picked per trained set (Adam under
+# heavy noise moves each coordinate by about lr per step whatever the signal)
+RUN_CELLS=$(mktemp "$OUT/.cells.XXXXXX")
+LOCKS=()
+cleanup() { rm -f "$RUN_CELLS"; [ ${#LOCKS[@]} = 0 ] || rmdir "${LOCKS[@]}" 2> /dev/null || true; }
+trap cleanup EXIT
+if [ -n "${CELLS:-}" ]; then
+  [ -f "$CELLS" ] || { echo "error: CELLS: no file $CELLS" >&2; exit 2; }
+  grep -v '^[[:space:]]*\(#\|$\)' "$CELLS" > "$RUN_CELLS" || true
+else
+  cat > "$RUN_CELLS" <<EOF
+nonprivate-all   --lr 0.000175
+nonprivate-lora  --dp-params lora --lr 0.002
+nonprivate-bias  --dp-params bias --lr 0.003
+dp8-all          --dp --target-epsilon 8 --dp-params all --dp-lr 0.0005 --logical-batch 1000
+dp8-lora         --dp --target-epsilon 8 --dp-params lora --dp-lr 0.002 --logical-batch 1000
+dp8-bias         --dp --target-epsilon 8 --dp-params bias --dp-lr 0.003 --logical-batch 1000
+dp1-lora         --dp --target-epsilon 1 --dp-params lora --dp-lr 0.002 --logical-batch 1000
+EOF
+fi
+# a cell keeps its options: the same name with other options is refused
+exec 4> "$OUT/.cells.lock"
+flock 4  # one run at a time updates RUNS/DOMAIN/cells
+if [ -f "$OUT/cells" ]; then
+  while read -r name opts; do
+    old=$(awk -v n="$name" '$1 == n { $1 = ""; sub(/^ +/, ""); print }' "$OUT/cells")
+    opts=$(echo "$opts" | tr -s ' ')
+    if [ -n "$old" ] && [ "$old" != "$opts" ]; then
+      echo "error: cell $name was run with '$old', now '$opts': rename it" >&2; exit 2
+    fi
+  done < "$RUN_CELLS"
+fi
+python3 - "$OUT/cells" "$RUN_CELLS" <<'EOF'
+import sys
+old_path, new_path = sys.argv[1:]
+try:
+    old = [l.rstrip("\n") for l in open(old_path, encoding="utf-8")]
+except FileNotFoundError:
+    old = []
+names = {l.split()[0] for l in old}
+new = [" ".join(l.split()) for l in open(new_path, encoding="utf-8") if l.strip()]
+with open(old_path, "w", encoding="utf-8") as f:
+    f.writelines(l + "\n" for l in old + [l for l in new if l.split()[0] not in names])
+EOF
+flock -u 4
+
+dev=()
+[ -n "${DEVICE:-}" ] && dev+=(--device "$DEVICE")
+[ -n "${THREADS:-}" ] && dev+=(--threads "$THREADS")
+ckpt=()
+[ -n "${CHECKPOINT:-}" ] && ckpt+=(--checkpoint "$CHECKPOINT")
+first=()
+[ "$TEST_LINES" != 0 ] && first+=(--first "$TEST_LINES")
+if [ -z "${ENGINE:-}" ]; then
+  ENGINE=fairseq
+  if [ "${DEVICE:-}" != cuda ] && python3 -c "import ctranslate2, torch, sys
+sys.exit('${DEVICE:-}' != 'cpu' and torch.cuda.is_available())" 2> /dev/null; then
+    ENGINE=ctranslate2
+  fi
+fi
+engine=(--engine "$ENGINE")
+[ "$ENGINE" = ctranslate2 ] && engine+=(--compute-type float32 --ct2-cache "$RUNS/ct2-cache")
+
+# the owner's data
+OWN=$DATA
+if [ "$TRAIN_LINES" != 0 ]; then
+  OWN=$OUT/sample
+  if ! done_ "$OWN"; then
+    log "owner data: a sample of $TRAIN_LINES training pairs (seed $SEED)"
+    python3 -m nmtfrag.corpus_sample --src "$DATA/train.de" --tgt "$DATA/train.en" \
+      --lines "$TRAIN_LINES" --seed "$SEED" --out "$OWN"
+  fi
+fi
+
+evaluate() {  # NAME MODEL_DIR [--baseline DIR]
+  local name=$1 m=$2; shift 2
+  done_ "$OUT/eval-$name" && return 0
+  log "evaluate $name"
+  nmtfrag evaluate --model "$m" "${ckpt[@]}" --src "$DATA/test.de" --ref "$DATA/test.en" \
+    --tokenized "${first[@]}" --name "$name" "$@" --out "$OUT/eval-$name" --overwrite \
+    "${dev[@]}" "${engine[@]}" > /dev/null
+}
+flock 4; evaluate baseline "$MODEL"; flock -u 4
+
+
+while read -r -u 3 name opts; do
+  opts=$(echo "$opts" | tr -s ' ')
+  if ! mkdir "$OUT/.lock-$name" 2> /dev/null; then
+    echo "error: cell $name is being run by another dp_recipe.sh (if not, remove $OUT/.lock-$name)" >&2
+    exit 2
+  fi
+  LOCKS+=("$OUT/.lock-$name")
+  if ! done_ "$OUT/ft-$name"; then
+    log "fine-tune $name: $opts"
+    dp=(); [[ " $opts " == *" --dp "* ]] && dp=(--delta "$DELTA")
+    # shellcheck disable=SC2086
+    nmtfrag finetune --model "$MODEL" "${ckpt[@]}" --train "$OWN/train.de" "$OWN/train.en" \
+      --valid-src "$DATA/valid.de" --valid-tgt "$DATA/valid.en" --pretokenized \
+      --out "$OUT/ft-$name" --overwrite --max-epoch "$PASSES" --max-tokens "$MAX_TOKENS" \
+      "${dp[@]}" --seed "$SEED" -q "${dev[@]}" $opts $FT_ARGS > /dev/null
+  fi
+  evaluate "$name" "$OUT/ft-$name" --baseline "$OUT/eval-baseline"
+done 3< "$RUN_CELLS"
+
+python3 -m nmtfrag.dp.study_table "$OUT" --reference "$REFERENCE" | tee "$OUT/table.md.tmp"
+mv "$OUT/table.md.tmp" "$OUT/table.md"
+log "table: $OUT/table.md"

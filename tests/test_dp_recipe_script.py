@@ -1,0 +1,85 @@
+"""scripts/dp_recipe.sh end to end on a tiny model: every cell trains for the same number
+of passes, the table carries BLEU, the share of the reference's gain, ε of both
+accountants and the DP statistics of each cell, and a cell's options cannot change
+under its name."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from tinymodel import make_corpus, write_parallel
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CELLS = """# name, then nmtfrag finetune options
+nonprivate-all  --lr 0.001
+dp-lora   --dp --noise-multiplier 0.8 --dp-params lora --lora-rank 2 --dp-lr 0.01 --logical-batch 60
+"""
+
+
+def _run(env, domain="toy"):
+    return subprocess.run(["bash", os.path.join(ROOT, "scripts", "dp_recipe.sh"), domain],
+                          env=env, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def study(tiny_model_dir, tmp_path_factory):
+    data = tmp_path_factory.mktemp("data")
+    (data / "toy").mkdir()
+    for name, n, seed in (("train", 180, 20), ("valid", 20, 21), ("test", 30, 22)):
+        write_parallel(make_corpus(n, seed=seed), str(data / "toy" / name))
+    runs = tmp_path_factory.mktemp("runs")
+    cells = runs / "cells.txt"
+    cells.write_text(CELLS)
+    env = dict(os.environ, OMP_NUM_THREADS="1", THREADS="1", DEVICE="cpu", MAX_TOKENS="600",
+               DELTA="1e-3", TEST_LINES="20", MODEL=tiny_model_dir, DATA_ROOT=str(data),
+               RUNS=str(runs), CELLS=str(cells), PASSES="2", ENGINE="fairseq")
+    proc = _run(env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return runs / "toy", env, proc
+
+
+def test_cells_train_the_same_passes_and_the_table_has_their_figures(study):
+    out, _, proc = study
+    # DP: 2 expected passes of Poisson batches of 60 over 180 pairs = 6 noisy steps
+    cert = json.loads((out / "ft-dp-lora" / "privacy.json").read_text())["training"]
+    assert cert["steps"] == 6 and cert["n_units"] == 180
+    assert cert["clipping"].startswith("opacus ghost clipping")  # LoRA: auto picks ghost
+    np_manifest = json.loads((out / "ft-nonprivate-all" / "manifest.json").read_text())
+    assert np_manifest["params"]["max_epochs"] == 2
+    from nmtfrag.dp.study_table import table
+
+    rows, md = table(str(out), "nonprivate-all")
+    by = {r["name"]: r for r in rows}
+    assert list(by) == ["baseline", "nonprivate-all", "dp-lora"]
+    assert by["nonprivate-all"]["share_of_gain"] == pytest.approx(1.0)
+    base, ref = by["baseline"]["bleu"], by["nonprivate-all"]["bleu"]
+    if ref != base:
+        assert by["dp-lora"]["share_of_gain"] == pytest.approx(
+            (by["dp-lora"]["bleu"] - base) / (ref - base))
+    dp = by["dp-lora"]
+    assert dp["epsilon_rdp"] == pytest.approx(cert["epsilon_all_accountants"]["rdp"])
+    assert dp["epsilon_prv"] > 0 and dp["sigma"] == pytest.approx(0.8)
+    assert 0 <= dp["clipped_share"] <= 1 and dp["snr_mean"] > 0
+    assert dp["p_value"] is not None and not by["nonprivate-all"]["dp"]
+    assert "| dp-lora | lora |" in proc.stdout and (out / "table.md").read_text() == md
+
+
+def test_rerun_skips_and_a_changed_cell_is_refused(study):
+    out, env, _ = study
+    before = (out / "ft-dp-lora" / "model.pt").stat().st_mtime_ns
+    proc = _run(env)
+    assert proc.returncode == 0 and "fine-tune" not in proc.stderr
+    assert (out / "ft-dp-lora" / "model.pt").stat().st_mtime_ns == before
+    changed = out.parent / "changed.txt"
+    changed.write_text(CELLS.replace("--dp-lr 0.01", "--dp-lr 0.02"))
+    proc = _run(dict(env, CELLS=str(changed)))
+    assert proc.returncode == 2 and "cell dp-lora was run with" in proc.stderr
+
+
+def test_missing_settings_are_a_usage_error(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("MODEL", "DATA_ROOT")}
+    proc = _run(env)
+    assert proc.returncode != 0 and "set MODEL" in proc.stderr
+    proc = _run(env, "--help")
+    assert proc.returncode == 2 and "usage: scripts/dp_recipe.sh DOMAIN" in proc.stdout
