@@ -70,9 +70,11 @@ if mode == "plain":
         opt.step(); opt.zero_grad(set_to_none=True)
 else:
     fairseq_opacus.prepare_model(model)
-    clipping, why = fairseq_opacus.choose_clipping(model, "auto")
-    if cfg["clipping"] != clipping and cfg["clipping"] == "ghost":
-        print(json.dumps({"mode": mode, "unavailable": why}))
+    from nmtfrag.errors import InputError
+    try:
+        fairseq_opacus.choose_clipping(model, cfg["clipping"])
+    except InputError as exc:
+        print(json.dumps({"mode": mode, "unavailable": str(exc).split(";")[0]}))
         sys.exit(0)
     dp = sgd.DPSGD(model, opt, max_grad_norm=1.0, noise_multiplier=1.0,
                    expected_batch_size=len(S), label_smoothing=0.1,

@@ -92,10 +92,13 @@ def test_finetune_dp_in_two_processes_from_the_command_line(tiny_dir, capsys):
               "--physical-batch", "8", "--dp-steps", "2", "--dp-params", "lora",
               "--lora-rank", "2"]
     assert main(_argv(root, base, "dp1", *common)) == 0
-    assert main(_argv(root, base, "dp2", *common, "--world-size", "2")) == 0
+    # ghost clipping in each process (hooks in the single one: the same mechanism)
+    assert main(_argv(root, base, "dp2", *common, "--world-size", "2",
+                      "--dp-clipping", "ghost")) == 0
     t1 = json.loads((root / "dp1" / "privacy.json").read_text())["training"]
     t2 = json.loads((root / "dp2" / "privacy.json").read_text())["training"]
     assert t2["processes"] == 2 and t1["processes"] == 1
+    assert t2["clipping"].startswith("opacus ghost") and t1["clipping"].startswith("opacus hooks")
     assert t2["epsilon"] == pytest.approx(t1["epsilon"]) and t2["history"] == t1["history"]
     assert len((root / "dp2" / "owner" / "train.log").read_text().splitlines()) == 2
     from nmtfrag.model_dir import load_state

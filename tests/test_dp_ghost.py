@@ -1,6 +1,7 @@
 """Ghost clipping (opacus, Li et al. 2022) in nmtfrag's DP-SGD: per-example norms and the
 clipped sum equal a loop of single-example backward passes, as the hooks path does; the
-automatic choice falls back to hooks where ghost clipping cannot be exact."""
+automatic choice takes ghost clipping only when per-example gradients would not fit in
+memory, and never where it cannot be exact (tied matrices, document units)."""
 import copy
 import math
 
@@ -45,7 +46,7 @@ def test_ghost_norms_and_clipped_sum_equal_single_example_loop(tiny, kind):
     ids = list(range(9))
     ref = _reference_grads(model, ds, ids)
     want_norms, want_sum = _clipped_reference(ref, ids)
-    assert fairseq_opacus.choose_clipping(model)[0] == "ghost"
+    assert fairseq_opacus.choose_clipping(model, "ghost")[0] == "ghost"
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.0)
     dp = sgd.DPSGD(model, opt, max_grad_norm=C, noise_multiplier=1.0,
                    expected_batch_size=len(ids), label_smoothing=0.1, clipping="ghost")
@@ -77,16 +78,29 @@ def test_ghost_and_hooks_take_the_same_seeded_steps(tiny):
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
 
 
+def test_auto_takes_ghost_only_when_per_example_gradients_do_not_fit(tiny):
+    lora_model = _model(tiny, "lora")
+    need = 32 * sum(p.numel() * 4 for p in lora_model.parameters() if p.requires_grad)
+    method, why = fairseq_opacus.choose_clipping(lora_model, free_bytes=need * 5)
+    assert method == "hooks" and "fit" in why and "20% of free memory" in why
+    method, why = fairseq_opacus.choose_clipping(lora_model, free_bytes=need * 3)
+    assert method == "ghost" and "33% of free memory" in why
+    method, _ = fairseq_opacus.choose_clipping(lora_model, physical_batch=8,
+                                               free_bytes=need * 3)
+    assert method == "hooks"  # a quarter of the batch fits again
+
+
 def test_auto_choice_falls_back_to_hooks_and_says_why(tiny):
     whole = copy.deepcopy(tiny[0])  # shared embedding matrix: tied, trained
-    method, why = fairseq_opacus.choose_clipping(whole)
+    method, why = fairseq_opacus.choose_clipping(whole, free_bytes=1)
     assert method == "hooks" and "embed_tokens" in why
     assert fairseq_opacus.shared_trainable(whole)
     with pytest.raises(InputError, match="--dp-freeze-embeddings"):
         fairseq_opacus.choose_clipping(whole, "ghost")
     lora_model = _model(tiny, "lora")
     assert fairseq_opacus.shared_trainable(lora_model) == []
-    method, why = fairseq_opacus.choose_clipping(lora_model, "auto", unit="document")
+    method, why = fairseq_opacus.choose_clipping(lora_model, "auto", unit="document",
+                                                 free_bytes=1)
     assert method == "hooks" and "document" in why
     assert fairseq_opacus.choose_clipping(lora_model, "hooks") == ("hooks", "asked for")
     with pytest.raises(InputError, match="must be one of"):

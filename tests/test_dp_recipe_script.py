@@ -13,7 +13,7 @@ from tinymodel import make_corpus, write_parallel
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CELLS = """# name, then nmtfrag finetune options
 nonprivate-all  --lr 0.001
-dp-lora   --dp --noise-multiplier 0.8 --dp-params lora --lora-rank 2 --dp-lr 0.01 --logical-batch 60
+dp-lora   --dp --noise-multiplier 0.8 --dp-params lora --lora-rank 2 --dp-lr 0.01 --logical-batch 60 --dp-clipping ghost
 """
 
 
@@ -44,7 +44,7 @@ def test_cells_train_the_same_passes_and_the_table_has_their_figures(study):
     # DP: 2 expected passes of Poisson batches of 60 over 180 pairs = 6 noisy steps
     cert = json.loads((out / "ft-dp-lora" / "privacy.json").read_text())["training"]
     assert cert["steps"] == 6 and cert["n_units"] == 180
-    assert cert["clipping"].startswith("opacus ghost clipping")  # LoRA: auto picks ghost
+    assert cert["clipping"].startswith("opacus ghost clipping")
     np_manifest = json.loads((out / "ft-nonprivate-all" / "manifest.json").read_text())
     assert np_manifest["params"]["max_epochs"] == 2
     from nmtfrag.dp.study_table import table

@@ -135,5 +135,5 @@ def test_privacy_command_shows_unit_and_trained_set(tiny_dir, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "unit      one training sentence pair" in out
     assert "trained   kind lora, rank 2, alpha 16.0" in out and "count" in out
-    assert "clipping  opacus ghost clipping" in out
+    assert "clipping  opacus hooks" in out
     assert "120 units" in out and "rdp" in out and "prv" in out

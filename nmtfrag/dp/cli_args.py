@@ -73,11 +73,13 @@ def add_arguments(parser):
                         "logical batch, the clipped sums are all-reduced and the noise is "
                         "added once, so ε is that of one process")
     g.add_argument("--dp-clipping", choices=("auto", "ghost", "hooks"), default="auto",
-                   help="how per-example gradients are clipped: ghost (opacus' ghost "
-                        "clipping: norms without per-example gradients, two backward "
-                        "passes), hooks (per-example gradients materialised), or auto "
-                        "(default: ghost unless trained matrices are tied, as with "
-                        "--dp-params all, or the unit is a document); the log says which")
+                   help="how per-example gradients are clipped: hooks (per-example "
+                        "gradients materialised; faster), ghost (opacus' ghost clipping: "
+                        "norms only, a second backward pass; for trained sets whose "
+                        "per-example gradients do not fit in memory; not with tied trained "
+                        "matrices or document units), or auto (default: hooks unless a "
+                        "physical batch's per-example gradients would take over 1/4 of "
+                        "free memory); the log says which and why")
     g.add_argument("--dp-valid-every", type=int, default=0, metavar="STEPS",
                    help="validation loss every STEPS noisy steps (default: only at the end)")
 

@@ -419,8 +419,8 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                                          seed=seed.value if seed.reproducible else 0)
         model = model.to(device)
         fairseq_opacus.prepare_model(model)  # refuses unsupported layers before training
-        clipping, clipping_why = fairseq_opacus.choose_clipping(model, config.clipping,
-                                                                config.unit)
+        clipping, clipping_why = fairseq_opacus.choose_clipping(
+            model, config.clipping, config.unit, config.physical_batch)
         ls = job.label_smoothing
         before = valid_loss(model, valid_ds, label_smoothing=ls) / math.log(2)
         log = StepLog(owner_path(out, "train.log"), steps, max(1, job.log_interval or 50),

@@ -32,10 +32,15 @@ Two ways to clip (`choose_clipping` picks, the log and the certificate say which
   Differentially Private Learners", §4): the per-example gradient *norm* of a Linear or
   Embedding layer is computed from its activations and output gradients without forming
   the gradient; a second backward pass of Σ cᵢ·lossᵢ (cᵢ the clipping factors) gives the
-  clipped sum. Cheaper in memory and time when the layers are wide, but opacus refuses a
-  parameter shared by two layers (the tied embedding matrices of `--dp-params all`), and
-  a document's norm (of a *sum* of per-pair gradients) is not a per-row norm.
+  clipped sum. Its memory does not grow with the trained parameters, but the second
+  backward pass and the T×T products of long sentences make it slower than hooks for
+  every set we measured (benchmarks/dp_step.py), so "auto" takes it only when the
+  per-example gradients would not fit. opacus refuses a parameter shared by two layers
+  (the tied embedding matrices of `--dp-params all`), and a document's norm (of a *sum*
+  of per-pair gradients) is not a per-row norm.
 """
+import os
+
 import torch
 from torch import nn
 
@@ -118,8 +123,33 @@ def shared_trainable(model):
     return sorted(names[k] for k, used_by in users.items() if len(used_by) > 1)
 
 
-def choose_clipping(model, requested="auto", unit="sentence"):
-    """(method, why): ghost clipping where opacus covers the trained layers, else hooks.
+# auto picks ghost clipping only when the per-example gradients of one physical batch
+# would take more than this share of the device's free memory: it needs a second
+# backward pass, and benchmarks/dp_step.py measured it slower than hooks for every
+# trained set of generic-deen-medium on CPU (LoRA 2.15× vs 1.01× a non-private step)
+GHOST_MEMORY_SHARE = 0.25
+
+
+def free_memory_bytes(device):
+    """Free memory of `device` (CUDA: the driver's count; CPU: MemAvailable)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def choose_clipping(model, requested="auto", unit="sentence", physical_batch=32,
+                    free_bytes=None):
+    """(method, why). "auto": hooks, unless the per-example gradients of a physical batch
+    would not fit comfortably (GHOST_MEMORY_SHARE of `free_bytes`, default: the free
+    memory of the model's device) and opacus' ghost clipping covers the trained layers.
 
     `requested` "ghost" on a model or unit it cannot serve is an error, not a fallback."""
     if requested not in CLIPPING:
@@ -135,14 +165,24 @@ def choose_clipping(model, requested="auto", unit="sentence"):
         if tied:
             blocker = (f"trained matrices are shared by several layers ({', '.join(tied)}), "
                        "which opacus' ghost clipping does not support")
-    if blocker is None:
-        return "ghost", ("asked for" if requested == "ghost" else
-                         "every trained layer is a Linear, Embedding or LayerNorm")
     if requested == "ghost":
-        raise InputError(f"--dp-clipping ghost: {blocker}; use --dp-clipping hooks "
-                         "(or auto)" + (" or --dp-freeze-embeddings" if unit == "sentence"
-                                        else ""))
-    return "hooks", blocker
+        if blocker:
+            raise InputError(f"--dp-clipping ghost: {blocker}; use --dp-clipping hooks "
+                             "(or auto)" + (" or --dp-freeze-embeddings"
+                                            if unit == "sentence" else ""))
+        return "ghost", "asked for"
+    trained = [p for p in model.parameters() if p.requires_grad]
+    need = physical_batch * sum(p.numel() * p.element_size() for p in trained)
+    if free_bytes is None:
+        free_bytes = free_memory_bytes(trained[0].device)
+    size = f"{need / 2**30:.2f} GiB per physical batch of {physical_batch}"
+    if need <= GHOST_MEMORY_SHARE * free_bytes:
+        return "hooks", (f"per-example gradients fit ({size}, {need / free_bytes:.0%} of free "
+                         "memory); ghost clipping would cost a second backward pass")
+    if blocker:
+        return "hooks", f"per-example gradients are large ({size}), but {blocker}"
+    return "ghost", (f"per-example gradients would take {size}, {need / free_bytes:.0%} of "
+                     "free memory")
 
 
 def _grad_sample_module_class(clipping="hooks"):
