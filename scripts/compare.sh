@@ -41,21 +41,10 @@ set -euo pipefail
 
 FP16=()
 if [ "${1:-}" = --fp16 ]; then FP16=(--fp16); shift; fi
-if [ $# -ne 1 ] || [[ $1 == -* ]]; then
-  sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
-  exit 2
-fi
-D=$1
-if [ -z "${MODEL:-}" ] || [ -z "${DATA_ROOT:-}" ]; then
-  echo "error: set MODEL (a WMT19-layout model dir) and DATA_ROOT (parent of $D/), e.g." >&2
-  echo "  MODEL=../shared/models/generic-deen-medium DATA_ROOT=../shared/data/indomain $0 $D" >&2
-  exit 2
-fi
-DATA=$DATA_ROOT/$D
-for f in train valid test; do for l in de en; do
-  [ -f "$DATA/$f.$l" ] || { echo "error: $DATA/$f.$l: no such file" >&2; exit 2; }
-done; done
-[ -f "$MODEL/dict.de.txt" ] || { echo "error: $MODEL is not a WMT19-layout model dir (no dict.de.txt)" >&2; exit 2; }
+# shellcheck source=scripts/study_lib.sh
+. "$(dirname "$0")/study_lib.sh"
+domain_arg "$0" 39 "$@"
+check_model_and_data "$D" "$0"
 
 ALL_CELLS="len4 len4-tag len7 len7-tag sent dp-release dp-sgd"
 APPROACHES=${APPROACHES:-$ALL_CELLS}
@@ -80,13 +69,7 @@ CANARY_COUNT=${CANARY_COUNT:-3}
 CANARY_REPEATS=${CANARY_REPEATS:-1,10,25}
 SAMPLES=${SAMPLES:-1000}
 MI_PAIRS=${MI_PAIRS:-1000}
-if [ -z "${ENGINE:-}" ]; then
-  ENGINE=fairseq
-  if [ "${DEVICE:-}" != cuda ] && python3 -c "import ctranslate2, torch, sys
-sys.exit('${DEVICE:-}' != 'cpu' and torch.cuda.is_available())" 2> /dev/null; then
-    ENGINE=ctranslate2
-  fi
-fi
+default_engine
 RUNS=${RUNS:-runs/compare}
 SEED=${SEED:-1}
 SAMPLE_RATE=${SAMPLE_RATE:-0.5}
@@ -97,45 +80,18 @@ mkdir -p "$OUT"
 
 # the settings that shape the cells: a rerun must use the same ones, or cells made with
 # different owner data or budgets would end up side by side in one report
-settings=$(for v in MODEL CHECKPOINT TRAIN_LINES SEED AUDIT CANARY_COUNT CANARY_REPEATS \
-    SAMPLE_RATE MAX_TOKENS LR PATIENCE UPDATES DP_EPSILON DELTA DP_STEPS DP_LR DP_PARAMS \
-    DP_UNIT_CAP TEST_LINES BEAM ENGINE; do echo "$v=${!v:-}"; done)
-if [ -f "$OUT/settings" ]; then
-  if ! diff -q <(echo "$settings") "$OUT/settings" > /dev/null; then
-    echo "error: $OUT was made with other settings; use another RUNS, or remove $OUT:" >&2
-    { diff <(echo "$settings") "$OUT/settings" || true; } | sed -n 's/^< /  now:    /p; s/^> /  before: /p' >&2
-    exit 2
-  fi
-else
-  echo "$settings" > "$OUT/settings"
-fi
+guard_settings "$OUT" MODEL CHECKPOINT TRAIN_LINES SEED AUDIT CANARY_COUNT CANARY_REPEATS \
+  SAMPLE_RATE MAX_TOKENS LR PATIENCE UPDATES DP_EPSILON DELTA DP_STEPS DP_LR DP_PARAMS \
+  DP_UNIT_CAP TEST_LINES BEAM ENGINE
 
-dev=()
-[ -n "${DEVICE:-}" ] && dev+=(--device "$DEVICE")
-[ -n "${THREADS:-}" ] && dev+=(--threads "$THREADS")
-ckpt=()
-[ -n "${CHECKPOINT:-}" ] && ckpt+=(--checkpoint "$CHECKPOINT")
-first=()
-[ "$TEST_LINES" != 0 ] && first+=(--first "$TEST_LINES")
-engine=(--engine "$ENGINE")
-# conversions are cached in RUNS, not in MODEL (which may be read-only)
-[ "$ENGINE" = ctranslate2 ] && engine+=(--compute-type "${COMPUTE_TYPE:-float32}" \
-  --ct2-cache "$RUNS/ct2-cache")
+common_args
 has() { [[ " $APPROACHES " == *" $1 "* ]]; }
 done_() { [ -f "$1/manifest.json" ]; }
 log() { echo "[compare $D $(date -u +%H:%M:%S)] $*" >&2; }
 model_of() { if [ "$1" = baseline ]; then echo "$MODEL"; else echo "$OUT/ft-$1"; fi; }
 
 # 1. the owner's data: a seeded sample of the training pairs (TRAIN_LINES), plus canaries
-OWN=$DATA
-if [ "$TRAIN_LINES" != 0 ]; then
-  OWN=$OUT/sample
-  if ! done_ "$OWN"; then
-    log "owner data: a sample of $TRAIN_LINES training pairs (seed $SEED)"
-    python3 -m nmtfrag.corpus_sample --src "$DATA/train.de" --tgt "$DATA/train.en" \
-      --lines "$TRAIN_LINES" --seed "$SEED" --out "$OWN"
-  fi
-fi
+owner_sample "$OUT"
 MEMBERS=("$OWN/train.de" "$OWN/train.en")
 if [ "$AUDIT" = 1 ]; then
   if ! done_ "$OUT/canaried"; then

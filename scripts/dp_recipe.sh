@@ -25,18 +25,10 @@
 # a rerun with other ones is refused.
 set -euo pipefail
 
-if [ $# -ne 1 ] || [[ $1 == -* ]]; then
-  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
-  exit 2
-fi
-D=$1
-: "${MODEL:?set MODEL to a WMT19-layout model dir (see scripts/dp_recipe.sh --help)}"
-: "${DATA_ROOT:?set DATA_ROOT to the parent of $D/ (see scripts/dp_recipe.sh --help)}"
-DATA=$DATA_ROOT/$D
-for f in train valid test; do for l in de en; do
-  [ -f "$DATA/$f.$l" ] || { echo "error: missing $DATA/$f.$l" >&2; exit 2; }
-done; done
-[ -f "$MODEL/dict.de.txt" ] || { echo "error: $MODEL is not a WMT19-layout model dir (no dict.de.txt)" >&2; exit 2; }
+# shellcheck source=scripts/study_lib.sh
+. "$(dirname "$0")/study_lib.sh"
+domain_arg "$0" 26 "$@"
+check_model_and_data "$D" "$0"
 
 PASSES=${PASSES:-1}
 TEST_LINES=${TEST_LINES:-500}
@@ -52,17 +44,9 @@ mkdir -p "$OUT"
 log() { echo "[dp-recipe $D $(date -u +%H:%M:%S)] $*" >&2; }
 done_() { [ -f "$1/manifest.json" ]; }
 
-settings=$(for v in MODEL CHECKPOINT PASSES TEST_LINES TRAIN_LINES DELTA MAX_TOKENS SEED \
-    ENGINE; do echo "$v=${!v:-}"; done)
-if [ -f "$OUT/settings" ]; then
-  if ! diff -q <(echo "$settings") "$OUT/settings" > /dev/null; then
-    echo "error: $OUT was made with other settings; use another RUNS, or remove $OUT:" >&2
-    { diff <(echo "$settings") "$OUT/settings" || true; } | sed -n 's/^< /  now:    /p; s/^> /  before: /p' >&2
-    exit 2
-  fi
-else
-  echo "$settings" > "$OUT/settings"
-fi
+default_engine
+guard_settings "$OUT" MODEL CHECKPOINT PASSES TEST_LINES TRAIN_LINES DELTA MAX_TOKENS SEED \
+  ENGINE
 
 # the cells: learning rates of the DP cells were picked per trained set (Adam under
 # heavy noise moves each coordinate by about lr per step whatever the signal)
@@ -110,33 +94,9 @@ with open(old_path, "w", encoding="utf-8") as f:
 EOF
 flock -u 4
 
-dev=()
-[ -n "${DEVICE:-}" ] && dev+=(--device "$DEVICE")
-[ -n "${THREADS:-}" ] && dev+=(--threads "$THREADS")
-ckpt=()
-[ -n "${CHECKPOINT:-}" ] && ckpt+=(--checkpoint "$CHECKPOINT")
-first=()
-[ "$TEST_LINES" != 0 ] && first+=(--first "$TEST_LINES")
-if [ -z "${ENGINE:-}" ]; then
-  ENGINE=fairseq
-  if [ "${DEVICE:-}" != cuda ] && python3 -c "import ctranslate2, torch, sys
-sys.exit('${DEVICE:-}' != 'cpu' and torch.cuda.is_available())" 2> /dev/null; then
-    ENGINE=ctranslate2
-  fi
-fi
-engine=(--engine "$ENGINE")
-[ "$ENGINE" = ctranslate2 ] && engine+=(--compute-type float32 --ct2-cache "$RUNS/ct2-cache")
+common_args
 
-# the owner's data
-OWN=$DATA
-if [ "$TRAIN_LINES" != 0 ]; then
-  OWN=$OUT/sample
-  if ! done_ "$OWN"; then
-    log "owner data: a sample of $TRAIN_LINES training pairs (seed $SEED)"
-    python3 -m nmtfrag.corpus_sample --src "$DATA/train.de" --tgt "$DATA/train.en" \
-      --lines "$TRAIN_LINES" --seed "$SEED" --out "$OWN"
-  fi
-fi
+owner_sample "$OUT"
 
 evaluate() {  # NAME MODEL_DIR [--baseline DIR]
   local name=$1 m=$2; shift 2
