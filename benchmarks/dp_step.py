@@ -31,7 +31,7 @@ import fastBPE
 from fairseq import checkpoint_utils
 from fairseq.data import LanguagePairDataset
 from nmtfrag import trainable
-from nmtfrag.dp import fairseq_opacus, sgd
+from nmtfrag.dp import clipping, fairseq_opacus, sgd
 
 cfg = json.loads(sys.argv[1])
 model_dir, mode, device = cfg["model"], cfg["mode"], torch.device(cfg["device"])
@@ -72,7 +72,7 @@ else:
     fairseq_opacus.prepare_model(model)
     from nmtfrag.errors import InputError
     try:
-        fairseq_opacus.choose_clipping(model, cfg["clipping"])
+        clipping.choose_clipping(model, cfg["clipping"])
     except InputError as exc:
         print(json.dumps({"mode": mode, "unavailable": str(exc).split(";")[0]}))
         sys.exit(0)

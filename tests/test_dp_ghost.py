@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nmtfrag import trainable
-from nmtfrag.dp import fairseq_opacus, sgd
+from nmtfrag.dp import clipping, sgd
 from nmtfrag.errors import InputError
 from test_dp_sgd import _reference_grads, tiny  # noqa: F401 (fixture)
 from test_lora import _adapted
@@ -46,7 +46,7 @@ def test_ghost_norms_and_clipped_sum_equal_single_example_loop(tiny, kind):
     ids = list(range(9))
     ref = _reference_grads(model, ds, ids)
     want_norms, want_sum = _clipped_reference(ref, ids)
-    assert fairseq_opacus.choose_clipping(model, "ghost")[0] == "ghost"
+    assert clipping.choose_clipping(model, "ghost")[0] == "ghost"
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.0)
     dp = sgd.DPSGD(model, opt, max_grad_norm=C, noise_multiplier=1.0,
                    expected_batch_size=len(ids), label_smoothing=0.1, clipping="ghost")
@@ -65,11 +65,11 @@ def test_ghost_norms_and_clipped_sum_equal_single_example_loop(tiny, kind):
 def test_ghost_and_hooks_take_the_same_seeded_steps(tiny):
     ds = tiny[1]
     runs = []
-    for clipping in ("ghost", "hooks"):
+    for method in ("ghost", "hooks"):
         model = _model(tiny, "lora")
         sgd.train_dp(model, ds, steps=2, rate_of_step=lambda t: 0.5, noise_multiplier=0.7,
                      max_grad_norm=C, physical_batch=4, lr=1e-2, seed=5,
-                     clipping=clipping)
+                     clipping=method)
         runs.append([p.detach().clone() for p in model.parameters() if p.requires_grad])
     moved = max(float((a - b).abs().max()) for a, b in
                 zip(runs[0], [p for p in _model(tiny, "lora").parameters() if p.requires_grad]))
@@ -81,27 +81,27 @@ def test_ghost_and_hooks_take_the_same_seeded_steps(tiny):
 def test_auto_takes_ghost_only_when_per_example_gradients_do_not_fit(tiny):
     lora_model = _model(tiny, "lora")
     need = 32 * sum(p.numel() * 4 for p in lora_model.parameters() if p.requires_grad)
-    method, why = fairseq_opacus.choose_clipping(lora_model, free_bytes=need * 5)
+    method, why = clipping.choose_clipping(lora_model, free_bytes=need * 5)
     assert method == "hooks" and "fit" in why and "20% of free memory" in why
-    method, why = fairseq_opacus.choose_clipping(lora_model, free_bytes=need * 3)
+    method, why = clipping.choose_clipping(lora_model, free_bytes=need * 3)
     assert method == "ghost" and "33% of free memory" in why
-    method, _ = fairseq_opacus.choose_clipping(lora_model, physical_batch=8,
+    method, _ = clipping.choose_clipping(lora_model, physical_batch=8,
                                                free_bytes=need * 3)
     assert method == "hooks"  # a quarter of the batch fits again
 
 
 def test_auto_choice_falls_back_to_hooks_and_says_why(tiny):
     whole = copy.deepcopy(tiny[0])  # shared embedding matrix: tied, trained
-    method, why = fairseq_opacus.choose_clipping(whole, free_bytes=1)
+    method, why = clipping.choose_clipping(whole, free_bytes=1)
     assert method == "hooks" and "embed_tokens" in why
-    assert fairseq_opacus.shared_trainable(whole)
+    assert clipping.shared_trainable(whole)
     with pytest.raises(InputError, match="--dp-freeze-embeddings"):
-        fairseq_opacus.choose_clipping(whole, "ghost")
+        clipping.choose_clipping(whole, "ghost")
     lora_model = _model(tiny, "lora")
-    assert fairseq_opacus.shared_trainable(lora_model) == []
-    method, why = fairseq_opacus.choose_clipping(lora_model, "auto", unit="document",
+    assert clipping.shared_trainable(lora_model) == []
+    method, why = clipping.choose_clipping(lora_model, "auto", unit="document",
                                                  free_bytes=1)
     assert method == "hooks" and "document" in why
-    assert fairseq_opacus.choose_clipping(lora_model, "hooks") == ("hooks", "asked for")
+    assert clipping.choose_clipping(lora_model, "hooks") == ("hooks", "asked for")
     with pytest.raises(InputError, match="must be one of"):
-        fairseq_opacus.choose_clipping(lora_model, "fast")
+        clipping.choose_clipping(lora_model, "fast")

@@ -79,7 +79,7 @@ class DPConfig:
         if (self.unit == "document") != (self.documents is not None):
             raise InputError("--privacy-unit document needs --documents FILE (one document "
                              "id per training line), and --documents needs it")
-        from .fairseq_opacus import CLIPPING
+        from .clipping import CLIPPING
 
         if self.clipping not in CLIPPING:
             raise InputError(f"--dp-clipping must be one of {CLIPPING}, "
@@ -350,6 +350,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                              write_dict_with, write_model_dir)
     from ..randomness import resolve_seed
     from . import accounting, fairseq_opacus
+    from . import clipping as clipping_choice
     from .sgd import valid_loss
 
     config.check()
@@ -419,7 +420,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                                          seed=seed.value if seed.reproducible else 0)
         model = model.to(device)
         fairseq_opacus.prepare_model(model)  # refuses unsupported layers before training
-        clipping, clipping_why = fairseq_opacus.choose_clipping(
+        clipping, clipping_why = clipping_choice.choose_clipping(
             model, config.clipping, config.unit, config.physical_batch)
         ls = job.label_smoothing
         before = valid_loss(model, valid_ds, label_smoothing=ls) / math.log(2)
@@ -464,7 +465,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                 "unit": unit_text(config), "privacy_unit": config.unit,
                 "trained_parameters": dict(config.params.public_record(),
                                            count=n_trainable),
-                "clipping": fairseq_opacus.CLIPPING_TEXT[clipping],
+                "clipping": clipping_choice.CLIPPING_TEXT[clipping],
                 "processes": job.world_size,
                 "accountant": config.accountant,
                 "epsilon": eps[config.accountant], "epsilon_all_accountants": eps,

@@ -119,7 +119,7 @@ class DPSGD:
             raise InputError(f"the noise multiplier must be positive, got {noise_multiplier}")
         if clipping not in ("hooks", "ghost"):
             raise InputError(f"clipping must be 'hooks' or 'ghost', got {clipping!r} "
-                             "(fairseq_opacus.choose_clipping resolves 'auto')")
+                             "(nmtfrag.dp.clipping.choose_clipping resolves 'auto')")
         self.clipping = clipping  # nmtfrag.dp.fairseq_opacus explains both
         self.gsm = fairseq_opacus.wrap(model, clipping)
         self.model = model
@@ -279,7 +279,7 @@ def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_
     `rate_of_step(t)` over the privacy units: dataset rows, or the groups of rows in
     `units` (e.g. documents). Returns (per-step log, privacy history [(σ, q, steps)],
     the DPSGD object). `seed` None draws sampling and noise from secret randomness;
-    `clipping` is "hooks" or "ghost" (fairseq_opacus.choose_clipping)."""
+    `clipping` is "hooks" or "ghost" (nmtfrag.dp.clipping.choose_clipping)."""
     seed = resolve_seed(seed)
     n = len(units) if units is not None else len(dataset)
     pad = dataset.src_dict.pad()

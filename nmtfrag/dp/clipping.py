@@ -1,0 +1,95 @@
+"""Which way per-example gradients are clipped: opacus hooks or ghost clipping.
+
+Why a choice: ghost clipping (Li et al. 2022, "Large Language Models Can Be Strong
+Differentially Private Learners", §4) keeps memory flat in the number of trained
+parameters, but costs a second backward pass and T×T products for T-token sentences;
+benchmarks/dp_step.py measured it slower than hooks for every trained set of
+generic-deen-medium on CPU. So "auto" takes hooks unless a physical batch's per-example
+gradients would not fit, and never takes ghost where opacus cannot serve it exactly (a
+trained matrix used by two layers, document units). How each works:
+nmtfrag.dp.fairseq_opacus.
+"""
+import os
+
+import torch
+
+from ..errors import InputError
+
+CLIPPING = ("auto", "ghost", "hooks")
+CLIPPING_TEXT = {
+    "hooks": "opacus hooks, per-example gradients materialised",
+    "ghost": "opacus ghost clipping: per-example norms without per-example gradients, "
+             "two backward passes"}
+
+
+def shared_trainable(model):
+    """Names of trained parameters that more than one layer uses (tied matrices, or a
+    layer reachable twice, like the shared encoder/decoder embedding)."""
+    users, names = {}, {}
+    for name, module in model.named_modules(remove_duplicate=False):
+        for pname, p in module.named_parameters(recurse=False):
+            if p.requires_grad:
+                users.setdefault(id(p), set()).add(name)
+                names.setdefault(id(p), f"{name}.{pname}")
+    return sorted(names[k] for k, used_by in users.items() if len(used_by) > 1)
+
+
+# auto picks ghost clipping only when the per-example gradients of one physical batch
+# would take more than this share of the device's free memory (LoRA on
+# generic-deen-medium, CPU: ghost 2.15×, hooks 1.01× a non-private step)
+GHOST_MEMORY_SHARE = 0.25
+
+
+def free_memory_bytes(device):
+    """Free memory of `device` (CUDA: the driver's count; CPU: MemAvailable)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def choose_clipping(model, requested="auto", unit="sentence", physical_batch=32,
+                    free_bytes=None):
+    """(method, why). "auto": hooks, unless the per-example gradients of a physical batch
+    would not fit comfortably (GHOST_MEMORY_SHARE of `free_bytes`, default: the free
+    memory of the model's device) and opacus' ghost clipping covers the trained layers.
+
+    `requested` "ghost" on a model or unit it cannot serve is an error, not a fallback."""
+    if requested not in CLIPPING:
+        raise InputError(f"--dp-clipping must be one of {CLIPPING}, got {requested!r}")
+    if requested == "hooks":
+        return "hooks", "asked for"
+    blocker = None
+    if unit != "sentence":
+        blocker = (f"the privacy unit is a {unit}: its norm is that of a sum of per-pair "
+                   "gradients")
+    else:
+        tied = shared_trainable(model)
+        if tied:
+            blocker = (f"trained matrices are shared by several layers ({', '.join(tied)}), "
+                       "which opacus' ghost clipping does not support")
+    if requested == "ghost":
+        if blocker:
+            raise InputError(f"--dp-clipping ghost: {blocker}; use --dp-clipping hooks "
+                             "(or auto)" + (" or --dp-freeze-embeddings"
+                                            if unit == "sentence" else ""))
+        return "ghost", "asked for"
+    trained = [p for p in model.parameters() if p.requires_grad]
+    need = physical_batch * sum(p.numel() * p.element_size() for p in trained)
+    if free_bytes is None:
+        free_bytes = free_memory_bytes(trained[0].device)
+    size = f"{need / 2**30:.2f} GiB per physical batch of {physical_batch}"
+    if need <= GHOST_MEMORY_SHARE * free_bytes:
+        return "hooks", (f"per-example gradients fit ({size}, {need / free_bytes:.0%} of free "
+                         "memory); ghost clipping would cost a second backward pass")
+    if blocker:
+        return "hooks", f"per-example gradients are large ({size}), but {blocker}"
+    return "ghost", (f"per-example gradients would take {size}, {need / free_bytes:.0%} of "
+                     "free memory")
