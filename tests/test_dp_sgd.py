@@ -204,6 +204,16 @@ def test_poisson_sampler_rate():
     assert sgd.physical_batches([5, 1, 3], 2, sizes={1: 3, 3: 1, 5: 2}) == [[3, 5], [1]]
 
 
+def test_physical_batches_are_bounded_by_padded_tokens():
+    sizes = {0: 10, 1: 10, 2: 12, 3: 30, 4: 100, 5: 11}
+    got = sgd.physical_batches(range(6), 4, sizes, max_tokens=40)
+    assert sorted(i for b in got for i in b) == list(range(6))  # nothing lost or repeated
+    assert got == [[0, 1, 5], [2], [3], [4]]  # 3×11 ≤ 40 < 4×12; 100 alone
+    for batch in got:
+        assert len(batch) == 1 or len(batch) * max(sizes[i] for i in batch) <= 40
+    assert sgd.physical_batches(range(6), 4, sizes) == [[0, 1, 5, 2], [3, 4]]
+
+
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     from tinymodel import make_corpus, make_tiny_model_dir, write_parallel

@@ -18,8 +18,8 @@ from test_dp_sgd import _argv, _reference_grads, tiny, tiny_dir  # noqa: F401 (f
 torch.set_num_threads(1)
 
 
-@pytest.mark.parametrize("physical", [1, 3, 16])
-def test_document_gradient_is_the_clipped_sum_of_its_pairs(tiny, physical):
+@pytest.mark.parametrize("physical,max_tokens", [(1, None), (3, None), (16, None), (16, 40)])
+def test_document_gradient_is_the_clipped_sum_of_its_pairs(tiny, physical, max_tokens):
     model, ds = copy.deepcopy(tiny[0]), tiny[1]
     model.train()
     units = [[0, 5, 7], [1], [2, 3, 4, 8], [6, 9]]
@@ -29,9 +29,15 @@ def test_document_gradient_is_the_clipped_sum_of_its_pairs(tiny, physical):
     dp = sgd.DPSGD(model, opt, max_grad_norm=C, noise_multiplier=1.0,
                    expected_batch_size=4, label_smoothing=0.1)
     sizes = ds.src_sizes + ds.tgt_sizes
-    batches = list(sgd.unit_batches([0, 1, 2, 3], units, physical, sizes))
+    batches = list(sgd.unit_batches([0, 1, 2, 3], units, physical, sizes, max_tokens))
     if physical == 3:  # documents do span physical batches here
         assert any(len({uo[r] for r in rows}) > 1 for rows, uo in batches)
+    if max_tokens:  # the token bound splits what 16 rows would allow, documents too
+        spans = [sum(1 for rows, uo in batches if u in {uo[r] for r in rows})
+                 for u in range(len(units))]
+        assert max(spans) > 1
+        assert all(len(rows) * max(sizes[i] for i in rows) <= max_tokens or len(rows) == 1
+                   for rows, _ in batches)
     for rows, unit_of in batches:
         dp.accumulate(ds.collater([ds[i] for i in rows]), unit_of)
         dp.close_units(keep=unit_of[rows[-1]])

@@ -69,7 +69,8 @@ def add_arguments(p):
     tr.add_argument("--dropout", type=float, default=0.2)
     tr.add_argument("--label-smoothing", type=float, default=0.1)
     tr.add_argument("--max-tokens", type=int, default=4096,
-                    help="tokens per batch per device (default 4096)")
+                    help="tokens per batch per device (default 4096); with --dp, the "
+                         "padded source+target tokens of a physical batch at most")
     tr.add_argument("--update-freq", type=int, default=1,
                     help="batches accumulated per update (default 1)")
     tr.add_argument("--max-updates", "--max-update", dest="max_updates", type=int,

@@ -34,7 +34,8 @@ def add_arguments(parser):
                    help="expected examples per noisy step (Poisson sampling rate = "
                         "logical batch / training examples)")
     g.add_argument("--physical-batch", type=int, default=32,
-                   help="examples per forward/backward pass; physical batches are "
+                   help="examples per forward/backward pass (and at most --max-tokens "
+                        "padded source+target tokens); physical batches are "
                         "accumulated into one noisy step (default 32)")
     g.add_argument("--batch-schedule", default=None,
                    help='increasing logical batch sizes "SIZE:FROM_STEP,...", e.g. '
@@ -154,7 +155,7 @@ def config_from_args(args):
         delta=args.delta, target_epsilon=args.target_epsilon,
         noise_multiplier=args.noise_multiplier, max_grad_norm=args.max_grad_norm,
         logical_batch=args.logical_batch, batch_schedule=args.batch_schedule,
-        physical_batch=args.physical_batch,
+        physical_batch=args.physical_batch, physical_max_tokens=args.max_tokens,
         steps=args.dp_steps or getattr(args, "max_updates", None),
         epochs=getattr(args, "max_epoch", None), accountant=args.accountant,
         lr=args.dp_lr or args.lr, weight_decay=args.dp_weight_decay,

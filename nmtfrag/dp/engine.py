@@ -46,6 +46,7 @@ class DPConfig:
     logical_batch: Optional[int] = None        # expected units per noisy step
     batch_schedule: Optional[str] = None       # "SIZE:FROM_STEP,..." (overrides it)
     physical_batch: int = 32                   # pairs per forward/backward pass
+    physical_max_tokens: Optional[int] = 4096  # and padded (source+target) tokens
     steps: Optional[int] = None
     epochs: Optional[float] = None             # used when steps is None
     accountant: str = "rdp"
@@ -69,6 +70,8 @@ class DPConfig:
                              "--noise-multiplier")
         if self.max_grad_norm is None or not self.max_grad_norm > 0:
             raise InputError("--max-grad-norm must be positive")
+        if self.physical_max_tokens is not None and self.physical_max_tokens < 1:
+            raise InputError("--max-tokens must be ≥ 1")
         if self.physical_batch is None or self.physical_batch < 1:
             raise InputError("--physical-batch must be ≥ 1")
         if not self.batch_schedule and not self.logical_batch:
@@ -429,15 +432,16 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
 
         print(f"DP-SGD: n={n} {config.unit}s, {steps} noisy steps, σ={sigma:.4f}, "
               f"C={config.max_grad_norm}, logical batch {segs}, physical batch "
-              f"{config.physical_batch}, trained parameters {config.params.kind} "
-              f"({n_trainable}), {job.world_size} process(es), randomness {seed.source}",
+              f"{config.physical_batch} (≤ {config.physical_max_tokens} tokens), trained "
+              f"parameters {config.params.kind} ({n_trainable}), {job.world_size} process(es), randomness {seed.source}",
               file=sys.stderr)
         print(f"DP-SGD clipping: {clipping} ({clipping_why})", file=sys.stderr)
         t_train = time.time()
         train_kwargs = dict(
             steps=steps, rate_of_step=functools.partial(rate_at, segs, n),
             noise_multiplier=sigma, max_grad_norm=config.max_grad_norm,
-            physical_batch=config.physical_batch, lr=config.lr,
+            physical_batch=config.physical_batch, max_tokens=config.physical_max_tokens,
+            lr=config.lr,
             weight_decay=config.weight_decay, seed=seed, label_smoothing=ls, log=log,
             valid_fn=(None if job.world_size > 1 else functools.partial(_valid_bits,
                                                                          valid_ds, ls)),
@@ -485,7 +489,9 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
         "optimizer": "adamw", "dp_weight_decay": config.weight_decay,
         "dropout": job.dropout, "label_smoothing": ls,
         "logical_batch": config.logical_batch, "batch_schedule": config.batch_schedule,
-        "physical_batch": config.physical_batch, "max_grad_norm": config.max_grad_norm,
+        "physical_batch": config.physical_batch,
+        "physical_max_tokens": config.physical_max_tokens,
+        "max_grad_norm": config.max_grad_norm,
         "noise_multiplier": sigma, "target_epsilon": config.target_epsilon,
         "delta": config.delta, "steps": steps, "accountant": config.accountant,
         "trained_parameters": config.params.public_record(),

@@ -7,7 +7,7 @@ Why each piece:
   independently with probability q = logical batch / n; the accountants' guarantee is
   for exactly this sampling, so a logical batch is never built any other way.
 - *Virtual steps*: a logical batch is processed in physical batches of at most
-  `physical_batch` pairs; each pair's gradient (of its summed token loss) is computed
+  `physical_batch` pairs and `max_tokens` padded (source + target) tokens; each pair's gradient (of its summed token loss) is computed
   exactly (nmtfrag.dp.fairseq_opacus), clipped to `max_grad_norm`, and added to a
   running sum; Gaussian noise N(0, σ²C²) is added once per logical batch and the sum is
   divided by the expected batch size q·n. So one logical batch is one privacy step
@@ -57,12 +57,31 @@ def poisson_indices(n, q, rng):
     return np.flatnonzero(rng.random(n) < q)
 
 
-def physical_batches(indices, physical_batch, sizes=None):
-    """Split one logical batch into physical batches (by length, to limit padding)."""
+def _bounded_chunks(rows, physical_batch, sizes, max_tokens):
+    """Consecutive chunks of `rows`, each with at most `physical_batch` rows and, when
+    `max_tokens` is set, at most `max_tokens` padded tokens (rows × longest row); a row
+    longer than that alone is a chunk of its own."""
+    chunk, longest = [], 0
+    for i in rows:
+        size = int(sizes[i]) if sizes is not None else 0
+        if chunk and (len(chunk) == physical_batch or (
+                max_tokens and (len(chunk) + 1) * max(longest, size) > max_tokens)):
+            yield chunk
+            chunk, longest = [], 0
+        chunk.append(i)
+        longest = max(longest, size)
+    if chunk:
+        yield chunk
+
+
+def physical_batches(indices, physical_batch, sizes=None, max_tokens=None):
+    """Split one logical batch into physical batches (by length, to limit padding), each
+    of at most `physical_batch` pairs and `max_tokens` padded tokens: a few long pairs
+    must not make one forward/backward pass hold 32 × 500 tokens of attention."""
     idx = list(indices)
     if sizes is not None:
         idx.sort(key=lambda i: (sizes[i], i))
-    return [idx[k:k + physical_batch] for k in range(0, len(idx), physical_batch)]
+    return list(_bounded_chunks(idx, physical_batch, sizes, max_tokens))
 
 
 def distributed_group():
@@ -91,16 +110,17 @@ def shared_generators(seed):
     return np.random.default_rng(a), torch.Generator().manual_seed(b)
 
 
-def unit_batches(picked, units, physical_batch, sizes):
+def unit_batches(picked, units, physical_batch, sizes, max_tokens=None):
     """Physical batches over the rows of the picked units, each unit's rows contiguous
-    (so a unit is complete once a later unit starts): yields (rows, {row: unit})."""
+    (so a unit is complete once a later unit starts), bounded as `physical_batches`:
+    yields (rows, {row: unit})."""
     rows, unit_of = [], {}
     for u in picked:
         for i in sorted(units[u], key=lambda i: (sizes[i], i)):
             rows.append(i)
             unit_of[i] = int(u)
-    for k in range(0, len(rows), physical_batch):
-        yield rows[k:k + physical_batch], unit_of
+    for chunk in _bounded_chunks(rows, physical_batch, sizes, max_tokens):
+        yield chunk, unit_of
 
 
 class DPSGD:
@@ -274,7 +294,8 @@ class DPSGD:
 
 def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_norm,
              physical_batch, lr, weight_decay=0.0, seed=None, label_smoothing=0.0,
-             log=None, valid_fn=None, valid_every=0, units=None, clipping="hooks"):
+             log=None, valid_fn=None, valid_every=0, units=None, clipping="hooks",
+             max_tokens=None):
     """Run `steps` noisy steps; the logical batch of step t is Poisson with rate
     `rate_of_step(t)` over the privacy units: dataset rows, or the groups of rows in
     `units` (e.g. documents). Returns (per-step log, privacy history [(σ, q, steps)],
@@ -300,11 +321,12 @@ def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_
         t0 = time.time()
         idx = poisson_indices(n, q, rng)
         if units is None:
-            for chunk in physical_batches(idx, physical_batch, sizes)[rank::world]:
+            for chunk in physical_batches(idx, physical_batch, sizes,
+                                          max_tokens)[rank::world]:
                 dp.accumulate(dataset.collater([dataset[i] for i in chunk]))
         else:  # each process takes whole units
             for chunk, unit_of in unit_batches(idx[rank::world], units, physical_batch,
-                                               sizes):
+                                               sizes, max_tokens):
                 dp.accumulate(dataset.collater([dataset[i] for i in chunk]), unit_of)
                 dp.close_units(keep=unit_of[chunk[-1]])
         rec = dp.step()
