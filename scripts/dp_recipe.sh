@@ -48,8 +48,9 @@ default_engine
 guard_settings "$OUT" MODEL CHECKPOINT PASSES TEST_LINES TRAIN_LINES DELTA MAX_TOKENS SEED \
   ENGINE
 
-# the cells: learning rates of the DP cells were picked per trained set (Adam under
-# heavy noise moves each coordinate by about lr per step whatever the signal)
+# the cells (default: the grid measured for the README): learning rates are per trained
+# set (Adam under heavy noise moves each coordinate by about lr per step whatever the
+# signal, so fewer, smaller parameters take larger rates)
 RUN_CELLS=$(mktemp "$OUT/.cells.XXXXXX")
 LOCKS=()
 cleanup() { rm -f "$RUN_CELLS"; [ ${#LOCKS[@]} = 0 ] || rmdir "${LOCKS[@]}" 2> /dev/null || true; }
@@ -60,12 +61,15 @@ if [ -n "${CELLS:-}" ]; then
 else
   cat > "$RUN_CELLS" <<EOF
 nonprivate-all   --lr 0.000175
-nonprivate-lora  --dp-params lora --lr 0.002
 nonprivate-bias  --dp-params bias --lr 0.003
+nonprivate-lora  --dp-params lora --lr 0.001
 dp8-all          --dp --target-epsilon 8 --dp-params all --dp-lr 0.0005 --logical-batch 1000
+dp1-all          --dp --target-epsilon 1 --dp-params all --dp-lr 0.0005 --logical-batch 1000
 dp8-lora         --dp --target-epsilon 8 --dp-params lora --dp-lr 0.002 --logical-batch 1000
-dp8-bias         --dp --target-epsilon 8 --dp-params bias --dp-lr 0.003 --logical-batch 1000
 dp1-lora         --dp --target-epsilon 1 --dp-params lora --dp-lr 0.002 --logical-batch 1000
+dp8-bias         --dp --target-epsilon 8 --dp-params bias --dp-lr 0.003 --logical-batch 1000
+dp8-bias-lr01    --dp --target-epsilon 8 --dp-params bias --dp-lr 0.01 --logical-batch 1000
+dp1-bias         --dp --target-epsilon 1 --dp-params bias --dp-lr 0.01 --logical-batch 1000
 EOF
 fi
 # a cell keeps its options: the same name with other options is refused
