@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tinymodel import make_corpus, write_parallel
+from tinymodel import make_corpus, write_domain, write_parallel
 
 from nmtfrag.audit.runs_yaml import runs_spec
 
@@ -27,10 +27,7 @@ def _env(**extra):
 
 @pytest.fixture(scope="module")
 def compared(tiny_model_dir, tmp_path_factory):
-    data = tmp_path_factory.mktemp("data")
-    (data / "toy").mkdir()
-    for name, n, seed in (("train", 260, 10), ("valid", 20, 11), ("test", 30, 12)):
-        write_parallel(make_corpus(n, seed=seed), str(data / "toy" / name))
+    data = write_domain(tmp_path_factory.mktemp("data"), "toy", (260, 20, 30), seed=10)
     runs = tmp_path_factory.mktemp("runs")
     env = _env(MODEL=tiny_model_dir, DATA_ROOT=str(data), RUNS=str(runs),
                APPROACHES=CELLS, TRAIN_LINES="200")

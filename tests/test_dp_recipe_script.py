@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tinymodel import make_corpus, write_parallel
+from tinymodel import write_domain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CELLS = """# name, then nmtfrag finetune options
@@ -24,10 +24,7 @@ def _run(env, domain="toy"):
 
 @pytest.fixture(scope="module")
 def study(tiny_model_dir, tmp_path_factory):
-    data = tmp_path_factory.mktemp("data")
-    (data / "toy").mkdir()
-    for name, n, seed in (("train", 180, 20), ("valid", 20, 21), ("test", 30, 22)):
-        write_parallel(make_corpus(n, seed=seed), str(data / "toy" / name))
+    data = write_domain(tmp_path_factory.mktemp("data"), "toy", (180, 20, 30), seed=20)
     runs = tmp_path_factory.mktemp("runs")
     cells = runs / "cells.txt"
     cells.write_text(CELLS)

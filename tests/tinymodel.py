@@ -46,6 +46,15 @@ def write_parallel(pairs, prefix, src_lang="de", tgt_lang="en"):
     return paths
 
 
+def write_domain(data_root, domain, sizes, seed=0):
+    """DATA_ROOT/DOMAIN/{train,valid,test}.{de,en} of `sizes` = (train, valid, test)
+    toy pairs, as the study scripts read them; returns DATA_ROOT as a string."""
+    os.makedirs(os.path.join(str(data_root), domain), exist_ok=True)
+    for k, (name, n) in enumerate(zip(("train", "valid", "test"), sizes)):
+        write_parallel(make_corpus(n, seed=seed + k), os.path.join(str(data_root), domain, name))
+    return str(data_root)
+
+
 def make_tiny_model_dir(out_dir=None, n_train=300, n_valid=30, updates=1, seed=0,
                         merges=40, max_tokens=1000, lr=0.005):
     """Build a tiny WMT19-layout model directory on make_corpus data; return its path.
