@@ -433,7 +433,8 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
         print(f"DP-SGD: n={n} {config.unit}s, {steps} noisy steps, σ={sigma:.4f}, "
               f"C={config.max_grad_norm}, logical batch {segs}, physical batch "
               f"{config.physical_batch} (≤ {config.physical_max_tokens} tokens), trained "
-              f"parameters {config.params.kind} ({n_trainable}), {job.world_size} process(es), randomness {seed.source}",
+              f"parameters {config.params.kind} ({n_trainable}), {job.world_size} "
+              f"process(es), randomness {seed.source}",
               file=sys.stderr)
         print(f"DP-SGD clipping: {clipping} ({clipping_why})", file=sys.stderr)
         t_train = time.time()

@@ -7,13 +7,13 @@ Why each piece:
   independently with probability q = logical batch / n; the accountants' guarantee is
   for exactly this sampling, so a logical batch is never built any other way.
 - *Virtual steps*: a logical batch is processed in physical batches of at most
-  `physical_batch` pairs and `max_tokens` padded (source + target) tokens; each pair's gradient (of its summed token loss) is computed
-  exactly (nmtfrag.dp.fairseq_opacus), clipped to `max_grad_norm`, and added to a
-  running sum; Gaussian noise N(0, σ²C²) is added once per logical batch and the sum is
-  divided by the expected batch size q·n. So one logical batch is one privacy step
-  whatever the physical batch (what opacus' BatchMemoryManager does). Summing unclipped
-  gradients over physical batches ("plain accumulation", fairseq's --update-freq) would
-  void the guarantee and is refused.
+  `physical_batch` pairs and `max_tokens` padded (source + target) tokens; each pair's
+  gradient (of its summed token loss) is computed exactly (nmtfrag.dp.fairseq_opacus),
+  clipped to `max_grad_norm`, and added to a running sum; Gaussian noise N(0, σ²C²) is
+  added once per logical batch and the sum is divided by the expected batch size q·n.
+  So one logical batch is one privacy step whatever the physical batch (what opacus'
+  BatchMemoryManager does). Summing unclipped gradients over physical batches ("plain
+  accumulation", fairseq's --update-freq) would void the guarantee and is refused.
 - An empty Poisson batch still takes its step, with noise only (skipping it would make
   the step count depend on the data).
 - Gradient SNR ‖mean clipped gradient‖ / ‖noise / (q·n)‖ is logged per step (Anil et
@@ -179,7 +179,7 @@ class DPSGD:
             # pass 1 gave each example's gradient norm; pass 2 (no hooks) backpropagates
             # Σ factor·loss, whose gradient is the clipped sum itself
             norms = fairseq_opacus.per_example_norms(self.params)
-            factor = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+            factor = self._clip_factors(norms)
             for p in self.params:
                 p.grad = None
             self.gsm.disable_hooks()
@@ -196,7 +196,7 @@ class DPSGD:
             for _, gs in grads:
                 sq += torch.linalg.vector_norm(gs.reshape(n, -1), dim=1).double() ** 2
             norms = sq.sqrt()
-            factor = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+            factor = self._clip_factors(norms)
             for acc, (p, gs) in zip(self.summed, grads):
                 acc += torch.einsum("b,b...->...", factor.to(gs.dtype), gs)
                 p.grad_sample = None
@@ -209,6 +209,10 @@ class DPSGD:
         self.n_examples += n
         return {"ids": sample["id"].tolist(), "norms": norms, "clipped_norms": clipped,
                 "loss": float(losses.detach().sum())}
+
+    def _clip_factors(self, norms):
+        """Per-example scale that clips each gradient norm to max_grad_norm."""
+        return (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
 
     @staticmethod
     def _backward(loss, retain_graph=False):

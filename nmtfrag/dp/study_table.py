@@ -85,7 +85,8 @@ def table(root, reference):
         return "–" if x is None else format(x, fmt)
 
     lines = ["| cell | trained | lr | ε (RDP / PRV) | σ | steps × batch | SNR | clipped "
-             "| BLEU | p | share of gain |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| BLEU | p | share of gain |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         eps = (f"{r['epsilon_rdp']:.2f} / {r['epsilon_prv']:.2f}" if r["dp"] else "∞")
         sb = (f"{r['steps']} × {r['logical_batch']}" if r["dp"] else
