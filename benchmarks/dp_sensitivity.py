@@ -8,8 +8,9 @@ noise is added to, nmtfrag.dp.sgd.DPSGD.take_clipped_sum) and S(D minus u) for e
 u, each batch rebuilt and run from scratch. Prints the largest ‖S(D) − S(D∖u)‖ (float64)
 and its ratio to C, which must be ≤ 1 (the Gaussian mechanism's noise N(0, σ²C²) is
 calibrated for it), and the smallest unclipped norm / C (> 1: clipping acted for every
-unit). Then the float32 vs float64 norm of a random gradient of WMT19's embedding size
-(42,024 × 1,024), and what a float32 norm would make of one clipped contribution.
+unit). Dropout is off (`without_dropout`). Then the float32 vs float64 norm of a random
+gradient of WMT19's embedding size (42,024 × 1,024), and what a float32 norm would make
+of one clipped contribution.
 
     python3 benchmarks/dp_sensitivity.py --model MODEL_DIR --corpus PREFIX (PREFIX.de/.en)
         [--dp-params all,all-noemb,lora,bias] [--clipping hooks,ghost] [--pairs 32]
@@ -30,6 +31,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dp_step import load_model_and_pairs  # noqa: E402
 
 WMT19_EMBEDDING = (42024, 1024)
+
+
+def without_dropout(model):
+    """Dropout off: each pair's dropout mask is drawn independently of the other pairs, so
+    the bound holds mask by mask; comparing S(D) with S(D∖u) needs the same masks, and
+    with dropout on every other pair's gradient would change too."""
+    for m in model.modules():
+        if isinstance(getattr(m, "p", None), float):
+            m.p = 0.0
+    return model
 
 
 def clipped_sum(dp, ds, rows):
@@ -100,7 +111,7 @@ def main():
         base, ds = load_model_and_pairs(args.model, args.corpus, args.pairs, kind)
         count = sum(p.numel() for p in base.parameters() if p.requires_grad)
         for method in [s.strip() for s in args.clipping.split(",") if s.strip()]:
-            model = copy.deepcopy(base)
+            model = without_dropout(copy.deepcopy(base))
             try:
                 worst, smallest = sensitivity(model, ds, method, C)
             except InputError as exc:
