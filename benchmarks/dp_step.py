@@ -27,34 +27,15 @@ import json, os, resource, sys, time
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 import torch
 torch.set_num_threads(1)
-import fastBPE
-from fairseq import checkpoint_utils
-from fairseq.data import LanguagePairDataset
-from nmtfrag import trainable
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[2])))
+from dp_step import load_model_and_pairs
 from nmtfrag.dp import clipping, fairseq_opacus, sgd
 
 cfg = json.loads(sys.argv[1])
-model_dir, mode, device = cfg["model"], cfg["mode"], torch.device(cfg["device"])
-models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-    [os.path.join(model_dir, "model.pt")],
-    arg_overrides={"data": model_dir, "source_lang": "de", "target_lang": "en"})
-model = models[0].float()
-model.train()
-bpe = fastBPE.fastBPE(os.path.join(model_dir, "bpecodes"))
-def lines(path):
-    with open(path, encoding="utf-8") as f:
-        return [next(f).strip() for _ in range(cfg["batch"])]
-src = lines(cfg["corpus"] + ".de"); tgt = lines(cfg["corpus"] + ".en")
-sd, td = task.source_dictionary, task.target_dictionary
-S = [sd.encode_line(x, add_if_not_exist=False).long() for x in bpe.apply(src)]
-T = [td.encode_line(x, add_if_not_exist=False).long() for x in bpe.apply(tgt)]
-ds = LanguagePairDataset(S, [len(s) for s in S], sd, T, [len(t) for t in T], td)
-batch = sgd.to_device(ds.collater([ds[i] for i in range(len(S))]), device)
-if cfg["params"] == "all-noemb":
-    spec = trainable.TrainableSet("all", freeze_embeddings=True)
-else:
-    spec = trainable.TrainableSet(cfg["params"])
-trainable.apply(model, spec)
+mode, device = cfg["mode"], torch.device(cfg["device"])
+model, ds = load_model_and_pairs(cfg["model"], cfg["corpus"], cfg["batch"], cfg["params"])
+batch = sgd.to_device(ds.collater([ds[i] for i in range(len(ds))]), device)
+S = range(len(ds))
 model.to(device)
 params = [p for p in model.parameters() if p.requires_grad]
 opt = torch.optim.AdamW(params, lr=1e-5)
@@ -96,12 +77,47 @@ print(json.dumps({"mode": mode, "seconds": times[len(times) // 2], "all": times,
 """
 
 
+def load_model_and_pairs(model_dir, corpus, n, params):
+    """(fairseq model in float32, train mode, with the trained set `params` (all,
+    all-noemb, lora, bias, decoder) applied; LanguagePairDataset of the first n pairs of
+    corpus PREFIX.de/.en, BPE'd with the model's codes). Shared by the DP benchmarks."""
+    import fastBPE
+    from fairseq import checkpoint_utils
+    from fairseq.data import LanguagePairDataset
+
+    from nmtfrag import trainable
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [os.path.join(model_dir, "model.pt")],
+        arg_overrides={"data": model_dir, "source_lang": "de", "target_lang": "en"})
+    model = models[0].float()
+    model.train()
+    bpe = fastBPE.fastBPE(os.path.join(model_dir, "bpecodes"))
+
+    def lines(path):
+        with open(path, encoding="utf-8") as f:
+            return [next(f).strip() for _ in range(n)]
+
+    sd, td = task.source_dictionary, task.target_dictionary
+    src = [sd.encode_line(x, add_if_not_exist=False).long()
+           for x in bpe.apply(lines(corpus + ".de"))]
+    tgt = [td.encode_line(x, add_if_not_exist=False).long()
+           for x in bpe.apply(lines(corpus + ".en"))]
+    ds = LanguagePairDataset(src, [len(s) for s in src], sd, tgt, [len(t) for t in tgt], td)
+    if params == "all-noemb":
+        spec = trainable.TrainableSet("all", freeze_embeddings=True)
+    else:
+        spec = trainable.TrainableSet(params)
+    trainable.apply(model, spec)
+    return model, ds
+
+
 def measure(mode, params, args, clipping="hooks"):
     env = dict(os.environ, OMP_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
     cfg = {"model": args.model, "corpus": args.corpus, "batch": args.batch,
            "repeats": args.repeats, "mode": mode, "params": params, "device": args.device,
            "clipping": clipping}
-    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], check=True,
+    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg), __file__], check=True,
                          capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 

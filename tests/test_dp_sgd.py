@@ -100,7 +100,7 @@ def test_clipping_bounds_every_norm_and_sum_is_exact(tiny):
                    expected_batch_size=8, label_smoothing=0.1)
     out = dp.accumulate(ds.collater([ds[i] for i in ids]))
     assert (out["norms"] > C).all()  # every example actually needed clipping
-    assert (out["clipped_norms"] <= C * (1 + 1e-6)).all()
+    assert (out["clipped_norms"] <= C).all()  # no float32 overshoot (CLIP_MARGIN)
     expect = None
     for i in ids:
         norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in ref[i]))
@@ -108,7 +108,7 @@ def test_clipping_bounds_every_norm_and_sum_is_exact(tiny):
         contrib = [g * f for g in ref[i]]
         expect = contrib if expect is None else [a + b for a, b in zip(expect, contrib)]
     for a, b in zip(dp.summed, expect):
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-7 * C)
+        assert torch.allclose(a.float(), b, rtol=1e-4, atol=1e-7 * C)
 
 
 def test_noise_has_the_right_scale(tiny):

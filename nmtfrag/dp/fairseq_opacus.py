@@ -102,6 +102,45 @@ def restore_model(model):
             module.__class__ = nn.Linear
 
 
+def _float64_inputs(activations, backprops):
+    return ([a.double() if a.is_floating_point() else a for a in activations],
+            backprops.double())
+
+
+def _float64_norm_sampler(sampler):
+    """opacus' ghost norm `sampler` run on float64 copies of the layer's (float32) inputs
+    and output gradients: opacus computes it in float32, whose sums over the T×T token
+    products and the hidden size drift with the layer's size, and clipping needs each
+    norm at least as large as the float32 gradient the second pass produces."""
+    def norm_sample(layer, activations, backprops):
+        return sampler(layer, *_float64_inputs(activations, backprops))
+    return norm_sample
+
+
+def _float64_norm_from_grad_sampler(sampler):
+    """A norm sampler for a layer ghost clipping would otherwise serve by opacus'
+    fallback (per-example gradient, then a float32 `.norm`, e.g. LayerNorm): the same
+    per-example gradient in float64 and its float64 norm."""
+    def norm_sample(layer, activations, backprops):
+        grads = sampler(layer, *_float64_inputs(activations, backprops))
+        return {p: gs.reshape(len(gs), -1).square().sum(1).sqrt() for p, gs in grads.items()}
+    return norm_sample
+
+
+def float64_norm_samplers(grad_samplers, norm_samplers):
+    """{layer type: float64 norm sampler} for the layers DP-SGD trains (SUPPORTED and
+    CopyOutputLinear): opacus' ghost formula where it has one (Linear, Embedding), else
+    the float64 norm of the layer's per-example gradient (LayerNorm)."""
+    table = {}
+    for kind in SUPPORTED + (CopyOutputLinear,):
+        base = nn.Linear if kind is CopyOutputLinear else kind
+        if base in norm_samplers:
+            table[kind] = _float64_norm_sampler(norm_samplers[base])
+        else:
+            table[kind] = _float64_norm_from_grad_sampler(grad_samplers[base])
+    return table
+
+
 def _grad_sample_module_class(clipping="hooks"):
     from opacus.grad_sample import GradSampleModule
     from opacus.grad_sample.grad_sample_module_fast_gradient_clipping import (
@@ -114,9 +153,14 @@ def _grad_sample_module_class(clipping="hooks"):
     base = GradSampleModuleFastGradientClipping if clipping == "ghost" else GradSampleModule
 
     class FairseqGradSampleModule(base):
-        """opacus' module with a per-module batch dimension (fix 3)."""
+        """opacus' module with a per-module batch dimension (fix 3) and, for ghost
+        clipping, per-example norms computed in float64 (`float64_norm_samplers`)."""
 
         expected_batch_size = None
+        if clipping == "ghost":
+            NORM_SAMPLERS = float64_norm_samplers(GradSampleModule.GRAD_SAMPLERS,
+                                                  GradSampleModuleFastGradientClipping
+                                                  .NORM_SAMPLERS)
 
         def iterate_submodules(self, module):
             # A module reachable twice (fairseq's shared encoder/decoder embedding
@@ -157,7 +201,8 @@ def wrap(model, clipping="hooks"):
 
 def per_example_norms(params):
     """Per-example norms of the whole trained gradient after a ghost-clipping backward
-    (float64, batch order); each parameter's norms are consumed, so a stale one from an
+    (float64 throughout: the norm samplers run in float64, `float64_norm_samplers`;
+    batch order); each parameter's norms are consumed, so a stale one from an
     earlier batch can never be read."""
     sq = None
     for p in params:

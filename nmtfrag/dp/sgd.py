@@ -9,7 +9,8 @@ Why each piece:
 - *Virtual steps*: a logical batch is processed in physical batches of at most
   `physical_batch` pairs and `max_tokens` padded (source + target) tokens; each pair's
   gradient (of its summed token loss) is computed exactly (nmtfrag.dp.fairseq_opacus),
-  clipped to `max_grad_norm`, and added to a running sum; Gaussian noise N(0, σ²C²) is
+  clipped to `max_grad_norm` (norm, factor and running sum in float64, with a margin:
+  CLIP_MARGIN), and added to a running sum; Gaussian noise N(0, σ²C²) is
   added once per logical batch and the sum is divided by the expected batch size q·n.
   So one logical batch is one privacy step whatever the physical batch (what opacus'
   BatchMemoryManager does). Summing unclipped gradients over physical batches ("plain
@@ -123,6 +124,65 @@ def unit_batches(picked, units, physical_batch, sizes, max_tokens=None):
         yield chunk, unit_of
 
 
+# Relative margin of the clipping factor: a unit with norm N is scaled by
+# C / (N̂·(1 + CLIP_MARGIN)), N̂ the float64 norm of its float32 gradient. Why it is enough
+# for the scaled gradient to have norm ≤ C in exact arithmetic: squares of float32 values
+# are exact in float64, and a float64 sum of P ≤ 2^31 of them is within P·2^-53 ≤ 2.4e-7
+# (relative) of the true sum, so N̂ ≥ N·(1 − 2.4e-7); the scaled values are float64
+# products f·g, each within 2^-53 of the exact one (hooks, documents). 1e-6 covers both
+# with room, and costs a millionth of the signal.
+CLIP_MARGIN = 1e-6
+# Ghost clipping's second backward pass produces the scaled sum in float32 (rounding in
+# every backward operation and in the batch-wide weight-gradient products, not bounded a
+# priori), so its margin is empirical: with 1e-6, removing one pair moved the sum by
+# 1.0000034 C (benchmarks/dp_sensitivity.py, generic-deen-medium, all-noemb, 8 EMEA
+# pairs); 1e-4 leaves 30× that, checked by tests/test_dp_clip_bound.py and that benchmark.
+GHOST_CLIP_MARGIN = 1e-4
+
+# float64 temporaries of per-example gradients are made this many elements at a time
+_BLOCK = 1 << 22
+
+
+def clip_factors(norms, max_grad_norm, margin=CLIP_MARGIN):
+    """Per-unit scale (float64) that brings float64 norms `norms` to at most
+    max_grad_norm (with a relative `margin`); 1 for units already within it (a zero
+    gradient included)."""
+    norms = norms.double()
+    bound = norms * (1.0 + margin)
+    return torch.where(bound > max_grad_norm,
+                       max_grad_norm / bound.clamp(min=max_grad_norm),
+                       torch.ones_like(norms))
+
+
+def _column_blocks(flat):
+    """Column slices of an (n, P) tensor holding at most _BLOCK elements each."""
+    step = max(1, _BLOCK // max(1, flat.shape[0]))
+    for a in range(0, flat.shape[1], step):
+        yield slice(a, a + step)
+
+
+def example_sq_norms(grads, n):
+    """Squared norms (float64, shape n) of n per-example gradients given as
+    [batch × param shape tensors]: each float32 value squared and summed in float64.
+    (torch's float32 norm of a 42,024 × 1,024 embedding gradient is 0.33% low.)"""
+    sq = torch.zeros(n, dtype=torch.float64, device=grads[0].device if grads else "cpu")
+    for gs in grads:
+        flat = gs.reshape(n, -1)
+        for cols in _column_blocks(flat):
+            sq += flat[:, cols].double().square().sum(1)
+    return sq
+
+
+def add_scaled(acc, gs, factor):
+    """acc (float64) += Σ_b factor[b] · gs[b], every product and the sum in float64
+    (gs: batch × acc's shape, float32)."""
+    n = gs.shape[0]
+    flat, out = gs.reshape(n, -1), acc.view(-1)
+    f = factor.to(torch.float64).reshape(n, 1)
+    for cols in _column_blocks(flat):
+        out[cols] += (flat[:, cols].double() * f).sum(0)
+
+
 class DPSGD:
     """Per-example clipping, accumulation over physical batches, one noisy step.
 
@@ -153,7 +213,9 @@ class DPSGD:
         self.device = self.params[0].device
         # noise is drawn on the CPU (same numbers on any device), then moved
         self.generator = resolve_seed(seed).torch_generator()
-        self.summed = [torch.zeros_like(p) for p in self.params]
+        # the clipped sums are float64: each unit's contribution is added exactly enough
+        # that removing it moves the sum by its own norm (≤ C), not by rounding
+        self.summed = [torch.zeros_like(p, dtype=torch.float64) for p in self.params]
         self.n_examples = 0
         self.example_stats = {}   # unit → (loss, gradient norm, clipped norm)
         self.open_units = {}      # unit → (summed loss, [gradient sum per parameter])
@@ -186,19 +248,16 @@ class DPSGD:
             self._backward((losses * factor.to(losses.dtype)).sum())
             self.gsm.enable_hooks()
             for acc, p in zip(self.summed, self.params):
-                acc += p.grad
+                acc += p.grad.double()
                 p.grad = None
         else:
             grads = fairseq_opacus.per_example_grads(self.gsm, self.params)
             if unit_of is not None:
                 return self._add_to_units(sample, losses.detach(), grads, unit_of)
-            sq = torch.zeros(n, dtype=torch.float64, device=self.device)
-            for _, gs in grads:
-                sq += torch.linalg.vector_norm(gs.reshape(n, -1), dim=1).double() ** 2
-            norms = sq.sqrt()
+            norms = example_sq_norms([gs for _, gs in grads], n).sqrt()
             factor = self._clip_factors(norms)
             for acc, (p, gs) in zip(self.summed, grads):
-                acc += torch.einsum("b,b...->...", factor.to(gs.dtype), gs)
+                add_scaled(acc, gs, factor)
                 p.grad_sample = None
                 p.grad = None
         clipped = norms * factor
@@ -211,8 +270,9 @@ class DPSGD:
                 "loss": float(losses.detach().sum())}
 
     def _clip_factors(self, norms):
-        """Per-example scale that clips each gradient norm to max_grad_norm."""
-        return (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+        """Per-example scale (float64) that clips each gradient norm to max_grad_norm."""
+        margin = GHOST_CLIP_MARGIN if self.clipping == "ghost" else CLIP_MARGIN
+        return clip_factors(norms, self.max_grad_norm, margin)
 
     @staticmethod
     def _backward(loss, retain_graph=False):
@@ -246,11 +306,25 @@ class DPSGD:
         the next physical batch) and add it to the step's sum."""
         for u in [u for u in self.open_units if u != keep]:
             loss, part = self.open_units.pop(u)
-            norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in part))
-            factor = min(1.0, self.max_grad_norm / (norm + 1e-6))
+            sq = example_sq_norms([g.unsqueeze(0) for g in part], 1)
+            factor = clip_factors(sq.sqrt(), self.max_grad_norm)
             for acc, g in zip(self.summed, part):
-                acc.add_(g, alpha=factor)
-            self.example_stats[u] = (loss, norm, norm * factor)
+                add_scaled(acc, g.unsqueeze(0), factor)
+            norm = float(sq.sqrt())
+            self.example_stats[u] = (loss, norm, norm * float(factor))
+
+    def take_clipped_sum(self):
+        """The clipped sum accumulated since the last step (float64 copies; open units
+        closed), then reset without a step: the quantity noise is added to, whose change
+        when one unit is removed tests/test_dp_clip_bound.py and
+        benchmarks/dp_sensitivity.py measure."""
+        self.close_units()
+        out = [s.clone() for s in self.summed]
+        for s in self.summed:
+            s.zero_()
+        self.n_examples = 0
+        self.example_stats = {}
+        return out
 
     def _step_counts(self):
         """The step's statistics (pairs and units seen, mean loss, share clipped), summed
@@ -284,7 +358,7 @@ class DPSGD:
         sig = math.sqrt(sum(float(s.double().pow(2).sum()) for s in self.summed)) / e
         nz = math.sqrt(sum(float(z.double().pow(2).sum()) for z in noise)) / e
         for p, s, z in zip(self.params, self.summed, noise):
-            p.grad = (s + z) / e
+            p.grad = ((s + z) / e).to(p.dtype)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         stats.update(signal_norm=sig, noise_norm=nz,
