@@ -217,8 +217,9 @@ class _DPCollector:
         kept = phrase_release.select_pairs(self.units.values(), self.params, self.sigma,
                                            self.threshold, rng, self.stats)
         self.stats["released_distinct_pairs"] = len(kept)
+        self.stats["units"] = len(self.units)  # owner-only: n never ships
         self.certificate = phrase_release.certificate(
-            self.params, self.sigma, self.threshold, len(self.units), seed.public_record())
+            self.params, self.sigma, self.threshold, seed.public_record())
         return phrase_release.release_lines(kept, self.params.repeat, rng)
 
     def close(self):
@@ -235,6 +236,7 @@ def _dp_units_check(dp, documents, n_lines):
     if dp.unit == "sentence":
         if documents is not None:
             raise InputError("--documents needs --privacy-unit document")
+        dp.check(n_units=n_lines)  # δ < 1/n before alignment (n ≤ lines; exact later)
         return None
     if documents is None:
         raise InputError("--privacy-unit document needs --documents FILE (one document "
@@ -244,7 +246,9 @@ def _dp_units_check(dp, documents, n_lines):
         raise InputError(f"{documents} has {n_docs} lines but the corpus has {n_lines}: "
                          "give one document id per input line")
     with open(documents, encoding="utf-8") as f:
-        return [line.strip() for line in f]
+        ids = [line.strip() for line in f]
+    dp.check(n_units=len(set(ids)))  # δ < 1/n before alignment (exact later)
+    return ids
 
 
 def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, min_len=1,

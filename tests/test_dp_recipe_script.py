@@ -3,6 +3,7 @@ of passes, the table carries BLEU, the share of the reference's gain, ε of both
 accountants and the DP statistics of each cell, and a cell's options cannot change
 under its name."""
 import json
+import math
 import os
 import subprocess
 
@@ -38,9 +39,12 @@ def study(tiny_model_dir, tmp_path_factory):
 
 def test_cells_train_the_same_passes_and_the_table_has_their_figures(study):
     out, _, proc = study
-    # DP: 2 expected passes of Poisson batches of 60 over 180 pairs = 6 noisy steps
+    # DP: 2 expected passes of Poisson batches of 60 over ñ ≈ 180 pairs (the DP count)
     cert = json.loads((out / "ft-dp-lora" / "privacy.json").read_text())["training"]
-    assert cert["steps"] == 6 and cert["n_units"] == 180
+    assert cert["steps"] == math.ceil(2 * cert["unit_count"]["planning_count"] / 60)
+    assert "n_units" not in cert
+    owner = json.loads((out / "ft-dp-lora" / "owner" / "manifest.json").read_text())
+    assert owner["units"]["n"] == 180
     assert cert["clipping"].startswith("opacus ghost clipping")
     np_manifest = json.loads((out / "ft-nonprivate-all" / "manifest.json").read_text())
     assert np_manifest["params"]["max_epochs"] == 2

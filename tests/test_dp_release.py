@@ -118,7 +118,9 @@ def test_release_holds_only_corpus_pairs_and_ships_nothing_private(demo_alignmen
         assert not re.search(r"\b[0-9a-f]{64}\b", text)
         assert "train.de" not in text and str(root) not in text and '"seed"' not in text
     cert = json.loads((out / "privacy.json").read_text())["release"]
-    assert cert["epsilon"] == pytest.approx(8, rel=1e-4) and cert["units"] == len(src)
+    assert cert["epsilon"] == pytest.approx(8, rel=1e-4) and "units" not in cert
+    owner = json.loads((out / "owner" / "manifest.json").read_text())
+    assert owner["dp_counts"]["units"] == len(src)  # n stays with the owner
     # repeated by rounded noisy count, each ≥ the threshold
     from collections import Counter
     assert min(Counter(released).values()) >= math.floor(cert["threshold"])

@@ -245,7 +245,8 @@ def test_finetune_dp_end_to_end(tiny_dir, capsys):
     out = root / "dp"
     priv = json.loads((out / "privacy.json").read_text())
     t = priv["training"]
-    assert t["history"] == [[t["noise_multiplier"], 30 / 120, 4]]
+    n_plan = t["unit_count"]["planning_count"]  # the DP count ñ, not n = 120
+    assert t["history"] == [[20.0, 1.0, 1], [t["noise_multiplier"], 30 / n_plan, 4]]
     assert t["epsilon"] <= 2.0
     # all parameters: the tied embedding matrix rules out ghost clipping
     assert t["clipping"].startswith("opacus hooks")

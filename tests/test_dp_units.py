@@ -107,8 +107,11 @@ def test_document_level_lora_through_the_facade(tiny_dir, tmp_path):
     assert summary["epsilon"] <= 4.0
     priv = json.loads((tmp_path / "doc-lora" / "privacy.json").read_text())
     t = priv["training"]
-    assert t["privacy_unit"] == "document" and t["n_units"] == 20
-    assert t["history"] == [[t["noise_multiplier"], 6 / 20, 3]]  # q counts documents
+    assert t["privacy_unit"] == "document" and "n_units" not in t
+    owner = json.loads((tmp_path / "doc-lora" / "owner" / "manifest.json").read_text())
+    assert owner["units"]["n"] == 20
+    n_plan = t["unit_count"]["planning_count"]  # ñ: q counts documents, never n
+    assert t["history"] == [[20.0, 1.0, 1], [t["noise_multiplier"], 6 / n_plan, 3]]
     assert t["trained_parameters"]["kind"] == "lora"
     assert "document" in t["unit"]
     from nmtfrag.model_dir import load_state
@@ -142,4 +145,6 @@ def test_privacy_command_shows_unit_and_trained_set(tiny_dir, tmp_path, capsys):
     assert "unit      one training sentence pair" in out
     assert "trained   kind lora, rank 2, alpha 16.0" in out and "count" in out
     assert "clipping  opacus hooks" in out
-    assert "120 units" in out and "rdp" in out and "prv" in out
+    assert " units" not in out.split("noise multiplier")[1].splitlines()[0]
+    assert "rdp" in out and "prv" in out
+    assert "unit count: ñ = n + N(0, 20²)" in out

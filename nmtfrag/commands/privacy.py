@@ -1,10 +1,12 @@
 """Print a privacy certificate: for a DP model directory, or for a training plan.
 
 `nmtfrag privacy MODEL_DIR` reads MODEL_DIR/privacy.json (written by
-`nmtfrag finetune --dp`), recomputes ε_T from the recorded steps with both accountants
-(RDP and PRV) as a cross-check, and prints the privacy unit, ε_V (vocabulary), the ε of
-every earlier DP training of the base model, ε_T (training) and their sum (basic
-composition).
+`nmtfrag finetune --dp`), recomputes ε_T from the recorded history (the DP unit count's
+segment first, then the noisy steps) with both accountants (RDP and PRV) as a
+cross-check, and prints the privacy unit, ε_V (vocabulary), the ε of every earlier DP
+training of the base model, ε_T (training) and their sum (basic composition) — only
+when all are guarantees for the same privacy unit; otherwise it prints the parts, says
+they are not composable, and exits 2.
 
 `nmtfrag privacy --noise-multiplier σ --sample-rate q --steps T --delta δ --n-examples n`
 prints ε for a plan before any training (δ must lie in (0, 1/n)); with
@@ -113,8 +115,13 @@ def _certificate(model_dir):
                                                training["delta"], name)
                       for name in accounting.ACCOUNTANTS}
         main = training.get("accountant", "rdp")
-        total = accounting.compose_certificate(training, cert.get("vocabulary"), earlier,
-                                               training_eps=recomputed.get(main))
+        try:
+            total = accounting.compose_certificate(training, cert.get("vocabulary"),
+                                                   earlier,
+                                                   training_eps=recomputed.get(main))
+        except accounting.NotComposable as exc:
+            total = {"epsilon": None, "delta": None, "composable": False,
+                     "reason": str(exc)}
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{path}: malformed privacy certificate ({exc})") from None
     return {"model_dir": os.path.abspath(model_dir),
@@ -160,6 +167,14 @@ def _print_release(out):
     print(f"total      ε = {tot['epsilon']:.4f} at δ = {tot['delta']:g}")
 
 
+def _refuse_sum(out):
+    """Parts of different privacy units have no total: say so (exit 2)."""
+    from ..errors import InputError
+
+    if out.get("total", {}).get("composable") is False:
+        raise InputError(out["total"]["reason"])
+
+
 def run(args):
     import json
 
@@ -174,6 +189,7 @@ def run(args):
         out = _certificate(args.model_dir)
         if args.json:
             print(json.dumps(out, indent=2, ensure_ascii=False))
+            _refuse_sum(out)
             return 0
         if "release" in out:
             _print_release(out)
@@ -185,8 +201,10 @@ def run(args):
               f"({t.get('accountant', 'rdp')}; " + ", ".join(
                   f"{k} {e:.4f}" for k, e in t["epsilon_recomputed"].items()) + ")")
         print(f"          noise multiplier {t.get('noise_multiplier')}, "
-              f"{t.get('steps')} noisy steps, clip {t.get('max_grad_norm')}, "
-              f"{t.get('n_units', t.get('n_examples'))} units")
+              f"{t.get('steps')} noisy steps, clip {t.get('max_grad_norm')}")
+        if t.get("unit_count"):
+            print(f"          unit count: ñ = n + N(0, {t['unit_count']['noise_std']:g}²), "
+                  "composed as the history's first segment (n itself is not shipped)")
         tp = t.get("trained_parameters") or {"kind": "all"}
         print("trained   " + ", ".join(f"{k} {v}" for k, v in tp.items()
                                        if k != "modules")
@@ -201,6 +219,7 @@ def run(args):
                   f"{k} of the base model)")
         if out["base_model"].get("warning"):
             print(f"warning: {out['base_model']['warning']}")
+        _refuse_sum(out)
         print(f"total      ε = {tot['epsilon']:.4f} at δ = {tot['delta']:g} "
               f"({tot['composition']})")
         return 0

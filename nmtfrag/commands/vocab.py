@@ -76,6 +76,9 @@ def run(args):
     if args.delta is None:
         raise InputError("--delta is required: a DP vocabulary without δ is void")
     n_lines = validate_parallel(args.src, args.tgt)
+    # before any tokenising: n ≤ the line count, so δ_V ≥ 1/lines means δ_V ≥ 1/n
+    vocab.check_vocab_delta(args.delta, n_lines, "input lines")
+    existed = os.path.isdir(args.out)
     out = prepare_output_dir(args.out, args.overwrite)
     skips = SkipLog()
 
@@ -85,9 +88,14 @@ def run(args):
                    to_tokens(t, args.tgt_lang, args.pretokenized))
 
     # --extend keeps the base model's merges and only appends; no codes to learn
-    res = vocab.dp_vocabulary(pairs(), args.sigma, args.delta, args.tuple_len,
-                              0 if args.extend else args.merges, seed=args.seed,
-                              dedup=args.dedup, min_frequency=args.min_frequency)
+    try:
+        res = vocab.dp_vocabulary(pairs(), args.sigma, args.delta, args.tuple_len,
+                                  0 if args.extend else args.merges, seed=args.seed,
+                                  dedup=args.dedup, min_frequency=args.min_frequency)
+    except InputError:
+        if not existed and not os.listdir(out):
+            os.rmdir(out)  # refused after counting: leave no OUT behind
+        raise
     noisy = res["noisy"]
     with atomic_writer(os.path.join(out, "noisy_counts.txt")) as f:
         for w, c in sorted(noisy.items(), key=lambda kv: (-kv[1], kv[0])):

@@ -6,8 +6,9 @@ Sampled Gaussian Mechanism") and PRV (Gopi et al. 2021, "Numerical Composition o
 Differential Privacy") — chosen by name from a registry, with per-step composition of
 Poisson-subsampled Gaussian steps whose sampling rate may change (increasing batch-size
 schedules, Anil et al. 2021 §5.2.2). The vocabulary's ε_V and the training's ε_T are
-added by basic composition (ε_V + ε_T, δ_V + δ_T). Tests cross-check both accountants
-against Google's dp-accounting (RDP and PLD).
+added by basic composition (ε_V + ε_T, δ_V + δ_T) only when both are guarantees for the
+same privacy unit (`check_composable`): ε's of different units never add. Tests
+cross-check both accountants against Google's dp-accounting (RDP and PLD).
 
 A privacy *history* is a list of (noise_multiplier, sample_rate, steps) segments, the
 format opacus accountants keep in `.history`.
@@ -33,8 +34,15 @@ def _rdp_epsilon(history, delta):
 def _prv_epsilon(history, delta):
     from opacus.accountants import PRVAccountant
 
+    import numpy as np
+
     acc = PRVAccountant()
     acc.history = [tuple(h) for h in history]
+    with np.errstate(divide="ignore", invalid="ignore"):  # log(1 − q) at q = 1
+        return _prv_refined(acc, delta)
+
+
+def _prv_refined(acc, delta):
     # opacus' default eps_error (0.01 absolute) is coarse for small ε: refine it to
     # 0.2 % of a first estimate. The result is an upper bound (a guarantee).
     eps = float(acc.get_epsilon(delta=delta, eps_error=0.01))
@@ -109,18 +117,20 @@ def rates_history(noise_multiplier, rate_segments):
 
 
 def noise_multiplier_for(target_epsilon, delta, rate_segments, accountant="rdp",
-                         rel_tol=0.002):
+                         rel_tol=0.002, fixed=()):
     """Smallest σ (within `rel_tol` of ε) whose history reaches at most `target_epsilon`.
 
     `rate_segments` is [(sample_rate, steps), …] — one segment for a fixed batch size,
-    several for a batch-size schedule.
+    several for a batch-size schedule. `fixed` segments [(σ, q, steps), …] (the DP unit
+    count of nmtfrag.dp.unit_count) are composed in front of them and spend part of it.
     """
     if target_epsilon is None or not (target_epsilon > 0) or math.isinf(target_epsilon):
         raise InputError(f"target ε must be a positive number, got {target_epsilon}")
     check_delta(delta)
 
     def eps(sigma):
-        return epsilon(rates_history(sigma, rate_segments), delta, accountant)
+        return epsilon(list(fixed) + rates_history(sigma, rate_segments), delta,
+                       accountant)
 
     lo, hi = 0.0, 1.0
     while eps(hi) > target_epsilon:
@@ -166,10 +176,75 @@ def training_epsilon(training):
                    training.get("accountant", "rdp"))
 
 
+# Privacy units of the certificates, finest last. A guarantee for one distinct sentence
+# pair (--dedup) is also one for one pair occurrence: removing an occurrence removes at
+# most one distinct pair from the deduplicated data.
+UNIT_LABELS = {"sentence": "one sentence pair",
+               "distinct-sentence": "one distinct sentence pair (--dedup)",
+               "document": "one document"}
+
+
+class NotComposable(InputError):
+    """Two guarantees are for different privacy units: their ε's do not add."""
+
+
+def unit_key(entry, default="sentence"):
+    """"sentence", "distinct-sentence" or "document": the unit of a vocabulary or
+    training entry, read from its recorded fields (older certificates: from the
+    wording of `unit`; a vocabulary without one was per sentence pair)."""
+    if entry.get("unit_key"):
+        return entry["unit_key"]
+    if entry.get("privacy_unit") == "document":
+        return "document"
+    text = str(entry.get("unit") or "")
+    if "document" in text:
+        return "document"
+    if "distinct" in text or entry.get("dedup"):
+        return "distinct-sentence"
+    return default
+
+
+def composes_into(part_key, unit):
+    """Whether an (ε, δ) guarantee per `part_key` is one per `unit` as well."""
+    return part_key == unit or (part_key == "distinct-sentence" and unit == "sentence")
+
+
+def _mismatch_advice(part_key, unit, what):
+    if what == "vocabulary" and unit == "document":
+        return ("`nmtfrag vocab --dp` has no document unit (sentence pairs, or distinct "
+                "pairs with --dedup): train on a base model with a public vocabulary, or "
+                "with --privacy-unit sentence")
+    if what == "vocabulary" and unit == "distinct-sentence":
+        return ("build the vocabulary with `nmtfrag vocab --dp --dedup` (a distinct-pair "
+                "vocabulary composes with --dedup and with per-pair training)")
+    if what == "vocabulary":
+        return "build a matching vocabulary with `nmtfrag vocab --dp` (with --dedup or not)"
+    return f"train with the unit of the earlier training ({UNIT_LABELS.get(part_key, part_key)})"
+
+
+def check_composable(unit, vocabulary=None, earlier=()):
+    """Refuse to add ε's of different privacy units: a sentence-level ε is a
+    document-level one only by group privacy over the document's sentences, and a
+    per-occurrence ε covers a pair repeated k times only as a group of k."""
+    parts = [("vocabulary", vocabulary)] if vocabulary else []
+    parts += [("earlier DP training", t) for t in earlier]
+    for what, entry in parts:
+        if what == "vocabulary" and not (entry.get("epsilon") or entry.get("delta")):
+            continue  # a public vocabulary spends nothing
+        key = unit_key(entry)
+        if not composes_into(key, unit):
+            raise NotComposable(
+                f"not composable: the {what} is DP per {UNIT_LABELS.get(key, key)}, this "
+                f"training per {UNIT_LABELS.get(unit, unit)}; ε's of different units do "
+                f"not add up to a guarantee for either. {_mismatch_advice(key, unit, what)}")
+
+
 def compose_certificate(training, vocabulary=None, earlier=(), training_eps=None):
     """Total (ε, δ) of a DP model: its vocabulary, every earlier DP training of its base
     model (fine-tuning a DP model again on the same owner's data composes), and this
-    training — by basic composition, valid whatever the overlap of the data sets."""
+    training — by basic composition, valid whatever the overlap of the data sets, and
+    only for guarantees of the same privacy unit (NotComposable otherwise)."""
+    check_composable(unit_key(training), vocabulary, earlier)
     vocabulary = vocabulary or NO_VOCABULARY
     parts = [(vocabulary["epsilon"], vocabulary["delta"])]
     parts += [(training_epsilon(t), t["delta"]) for t in earlier]

@@ -14,7 +14,9 @@ is nmtfrag.dp.accounting; which parameters train is nmtfrag.trainable.
 
 OUT gets what may be shared (model files, privacy.json, a manifest of public parameters)
 and OUT/owner/ (never to be shared): the owner's manifest (paths, hashes, exact counts,
-validation losses, seed) and train.log (per-step non-private statistics). The private work
+the number of units n, validation losses, seed) and train.log (per-step non-private
+statistics). Nothing shared gives n: rates and steps come from a DP count ñ
+(nmtfrag.dp.unit_count), composed into the certificate. The private work
 dir holding the corpus lives in the system's temp dir, never inside OUT.
 """
 import functools
@@ -142,8 +144,10 @@ def total_steps(config, segments, n):
     return steps
 
 
-def plan_noise(config, n_units):
-    """(σ, schedule segments, steps, rate segments) for n_units privacy units."""
+def plan_noise(config, n_units, fixed=()):
+    """(σ, schedule segments, steps, rate segments) for n_units privacy units (in a run:
+    the DP planning count of nmtfrag.dp.unit_count, never the exact n). A target ε is
+    reached with the `fixed` segments (the count's) composed in front."""
     from . import accounting, schedule
 
     segs = schedule.parse_schedule(config.batch_schedule or f"{config.logical_batch}:0")
@@ -153,8 +157,36 @@ def plan_noise(config, n_units):
         sigma = float(config.noise_multiplier)
     else:
         sigma = accounting.noise_multiplier_for(config.target_epsilon, config.delta,
-                                                rate_segs, config.accountant)
+                                                rate_segs, config.accountant, fixed=fixed)
     return sigma, segs, steps, rate_segs
+
+
+def largest_batch(config, n):
+    """The largest scheduled logical batch; refused when above the n units (the owner's
+    terminal only: q = batch / ñ is then clamped to 1 at most)."""
+    from .schedule import parse_schedule
+
+    size = max(s for _, s in parse_schedule(config.batch_schedule
+                                            or f"{config.logical_batch}:0"))
+    if size > n:
+        raise InputError(f"logical batch {size} exceeds the {n} training {config.unit}s "
+                         "(sampling rate would be > 1)")
+    return size
+
+
+def unit_key(config):
+    """The certificate's unit: "sentence", "distinct-sentence" (--dedup) or "document"."""
+    if config.unit == "document":
+        return "document"
+    return "distinct-sentence" if config.dedup else "sentence"
+
+
+def early_unit_count(config, src_path, documents):
+    """Units before preprocessing (lines, or distinct document ids): an upper bound on
+    the n training will see, enough to refuse δ ≥ 1/n before any expensive step."""
+    from ..corpus import scan_text_file
+
+    return len(set(documents)) if documents is not None else scan_text_file(src_path)
 
 
 def read_documents(path, n_lines=None):
@@ -352,7 +384,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
     from ..model_dir import (grow_state, load_state, save_state, validate_model_dir,
                              write_dict_with, write_model_dir)
     from ..randomness import resolve_seed
-    from . import accounting, fairseq_opacus
+    from . import accounting, fairseq_opacus, unit_count
     from . import clipping as clipping_choice
     from .sgd import valid_loss
 
@@ -377,8 +409,12 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
     documents = None
     if config.unit == "document":  # refuse before the (slow) preprocessing
         documents = read_documents(config.documents, scan_text_file(src_path))
+    accounting.check_delta(config.delta,
+                           n_examples=early_unit_count(config, src_path, documents))
+    if documents is not None:
         check_enough_units(config, len(set(documents)))
     vocab_privacy, earlier, base_note = base_model_privacy(md.path)
+    accounting.check_composable(unit_key(config), vocab_privacy, earlier)
     if base_note.get("warning"):
         print(f"warning: {base_note['warning']}", file=sys.stderr)
     out = prepare_output_dir(job.out, job.overwrite)
@@ -417,8 +453,12 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
         n = len(units) if units is not None else len(train_ds)
         if units is not None:
             check_enough_units(config, n)  # after skipped lines, if any
-        accounting.check_delta(config.delta, n_examples=n)
-        sigma, segs, steps, rate_segs = plan_noise(config, n)
+        accounting.check_delta(config.delta, n_examples=n)  # exact: lines may be skipped
+        # n never ships: every rate and step count comes from the DP count ñ
+        count_seg = unit_count.count_segment()
+        n_hat = unit_count.noisy_count(n, unit_count.count_rng(seed))
+        n_plan = unit_count.planning_count(n_hat, largest_batch(config, n))
+        sigma, segs, steps, rate_segs = plan_noise(config, n_plan, fixed=[count_seg])
         n_trainable, _ = trainable.apply(model, config.params,
                                          seed=seed.value if seed.reproducible else 0)
         model = model.to(device)
@@ -439,7 +479,8 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
         print(f"DP-SGD clipping: {clipping} ({clipping_why})", file=sys.stderr)
         t_train = time.time()
         train_kwargs = dict(
-            steps=steps, rate_of_step=functools.partial(rate_at, segs, n),
+            steps=steps, rate_of_step=functools.partial(rate_at, segs, n_plan),
+            divisor_units=n_plan,
             noise_multiplier=sigma, max_grad_norm=config.max_grad_norm,
             physical_batch=config.physical_batch, max_tokens=config.physical_max_tokens,
             lr=config.lr,
@@ -464,10 +505,13 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                         src_lang, tgt_lang)
         del state
 
+    history = [count_seg] + [tuple(h) for h in history]
     eps = {name: accounting.epsilon(history, config.delta, name)
            for name in accounting.ACCOUNTANTS}
     training = {"mechanism": "DP-SGD, Poisson-subsampled Gaussian, add/remove one unit",
+                "neighbouring": "add/remove one unit; the number of units is not shipped",
                 "unit": unit_text(config), "privacy_unit": config.unit,
+                "unit_key": unit_key(config),
                 "trained_parameters": dict(config.params.public_record(),
                                            count=n_trainable),
                 "clipping": clipping_choice.CLIPPING_TEXT[clipping],
@@ -476,8 +520,12 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                 "epsilon": eps[config.accountant], "epsilon_all_accountants": eps,
                 "delta": config.delta, "noise_multiplier": sigma,
                 "max_grad_norm": config.max_grad_norm, "steps": steps,
-                # n is revealed by the sampling rates q = batch / n anyway
-                "n_units": n, "n_examples": n, "history": [list(h) for h in history],
+                "unit_count": {
+                    "mechanism": "ñ = n + N(0, s²), sensitivity 1: the history's first "
+                                 "segment [s, 1.0, 1]; every rate q = batch / ñ (raised to "
+                                 "keep q ≤ 1) and step count comes from ñ, never from n",
+                    "noise_std": count_seg[0], "planning_count": n_plan},
+                "history": [list(h) for h in history],
                 "target_epsilon": config.target_epsilon,
                 "randomness": seed.public_record()}
     total = accounting.compose_certificate(training, vocab_privacy, earlier,
@@ -509,6 +557,8 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                                  if config.documents else None)},
         "randomness": seed.owner_record(),
         "counts": prep["counts"], "tags": prep["tags"],
+        "units": {"n": n, "unit": config.unit, "noisy_count": n_hat,
+                  "note": "exact n: owner-only (what ships gives ñ at most)"},
         "result": {"valid_loss_before": before, "valid_loss_after": after,
                    "valid_loss_unit": "label-smoothed loss per target token, base 2",
                    "mean_units_per_step": sum(r["units"] for r in records)

@@ -63,8 +63,10 @@ def calibrate(params):
     return sigma, histogram.threshold(sigma, half, params.cap)
 
 
-def certificate(params, sigma, thr, n_units, randomness):
-    """The release's privacy.json content (public)."""
+def certificate(params, sigma, thr, randomness):
+    """The release's privacy.json content (public). It never holds the number of units:
+    under add/remove DP, n alone would tell whether a unit is in (n stays in the owner's
+    manifest)."""
     half = params.delta / 2
     policy = params.weights == "policy"
     eps = histogram.gaussian_epsilon(sigma, half, 1 if policy else params.cap)
@@ -77,11 +79,13 @@ def certificate(params, sigma, thr, n_units, randomness):
         "cutoff": thr + params.cutoff_sigmas * sigma if policy else None,
         "unit": ("one sentence pair (a pair repeated k times in the corpus is protected "
                  "only as a group of k)" if params.unit == "sentence" else "one document"),
+        "unit_key": params.unit,
+        "neighbouring": "add/remove one unit; the number of units is not shipped",
         "epsilon": eps, "delta": params.delta, "delta_gauss": half,
         "delta_threshold": half, "sigma": sigma, "threshold": thr, "cap": params.cap,
         "single_unit_pass_probability": (None if policy else
                                          histogram.tail_probability(sigma, thr)),
-        "units": n_units, "repeat": params.repeat, "randomness": randomness,
+        "repeat": params.repeat, "randomness": randomness,
     }
     return {"release": release,
             "total": {"epsilon": eps, "delta": params.delta,

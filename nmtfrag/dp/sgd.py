@@ -373,20 +373,23 @@ class DPSGD:
 def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_norm,
              physical_batch, lr, weight_decay=0.0, seed=None, label_smoothing=0.0,
              log=None, valid_fn=None, valid_every=0, units=None, clipping="hooks",
-             max_tokens=None):
+             max_tokens=None, divisor_units=None):
     """Run `steps` noisy steps; the logical batch of step t is Poisson with rate
     `rate_of_step(t)` over the privacy units: dataset rows, or the groups of rows in
     `units` (e.g. documents). Returns (per-step log, privacy history [(σ, q, steps)],
     the DPSGD object). `seed` None draws sampling and noise from secret randomness;
-    `clipping` is "hooks" or "ghost" (nmtfrag.dp.clipping.choose_clipping)."""
+    `clipping` is "hooks" or "ghost" (nmtfrag.dp.clipping.choose_clipping). The noisy
+    sum is divided by q·`divisor_units` (the public planning count, so the update's
+    scale does not depend on the exact n; default: n)."""
     seed = resolve_seed(seed)
     n = len(units) if units is not None else len(dataset)
+    m = n if divisor_units is None else divisor_units
     pad = dataset.src_dict.pad()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.98), eps=1e-8,
                             weight_decay=weight_decay)
     dp = DPSGD(model, opt, max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier,
-               expected_batch_size=rate_of_step(0) * n, seed=seed,
+               expected_batch_size=rate_of_step(0) * m, seed=seed,
                label_smoothing=label_smoothing, pad_idx=pad, clipping=clipping)
     rng, dp.generator = shared_generators(seed)
     rank, world = distributed_group()
@@ -395,7 +398,7 @@ def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_
     model.train()
     for t in range(steps):
         q = rate_of_step(t)
-        dp.expected_batch_size = q * n
+        dp.expected_batch_size = q * m
         t0 = time.time()
         idx = poisson_indices(n, q, rng)
         if units is None:

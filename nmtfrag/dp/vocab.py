@@ -63,8 +63,8 @@ def learn_bpe_codes(noisy, merges, min_frequency=2):
 
     from subword_nmt.learn_bpe import learn_bpe
 
-    if not noisy or merges <= 0:
-        return []
+    if merges <= 0 or not any(len(w) > 1 for w in noisy):
+        return []  # nothing to merge (subword-nmt fails on single-character words only)
     dict_text = "".join(f"{w} {max(1, int(round(c)))}\n" for w, c in sorted(noisy.items()))
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err):
@@ -125,6 +125,14 @@ def pair_words(pairs, dedup=False, stats=None):
         yield list(src) + list(tgt)
 
 
+def check_vocab_delta(delta, n_units, what="units"):
+    """Refuse δ_V = 2δ ≥ 1/n: such a δ allows releasing a whole unit outright."""
+    if n_units is not None and 2 * delta >= 1.0 / max(1, n_units):
+        raise InputError(f"--delta {delta:g} gives δ_V = 2δ = {2 * delta:g}, not below "
+                         f"1/n = 1/{n_units} ({what}): such a δ allows releasing a unit "
+                         "outright; use a smaller --delta")
+
+
 def dp_vocabulary(pairs, sigma, delta, tuple_len, merges, seed=None, dedup=False,
                   min_frequency=2):
     """Run the whole DP-vocabulary mechanism on an iterable of (src_tokens, tgt_tokens).
@@ -144,6 +152,9 @@ def dp_vocabulary(pairs, sigma, delta, tuple_len, merges, seed=None, dedup=False
     seed = resolve_seed(seed)
     stats = {}
     counts = unit_counts(pair_words(pairs, dedup, stats), tuple_len, stats=stats)
+    # exact n (after skipped lines and --dedup); the caller checked the line count early
+    check_vocab_delta(delta, stats.get("units", 0),
+                      "distinct sentence pairs" if dedup else "sentence pairs")
     thr = threshold(sigma, delta, tuple_len)
     noisy = noisy_threshold(counts, sigma, thr, seed.numpy_rng())
     codes = learn_bpe_codes(noisy, merges, min_frequency=min_frequency)
@@ -161,6 +172,9 @@ def dp_vocabulary(pairs, sigma, delta, tuple_len, merges, seed=None, dedup=False
                     "corollary_1_valid": eps["corollary_1"] < 1.0,
                     "sigma": sigma, "tuple_len": tuple_len, "threshold": thr,
                     "unit": UNIT_DEDUP if dedup else UNIT,
+                    "unit_key": "distinct-sentence" if dedup else "sentence",
+                    "neighbouring": "add/remove one unit; the number of units is "
+                                    "not shipped",
                     "randomness": seed.public_record()},
     }
 
