@@ -248,14 +248,14 @@ def _dp_units_check(dp, documents, n_lines):
 
 
 def _check_aligner(dp, alignments, priors, align_public, align_model, src_lang,
-                   tgt_lang):
+                   tgt_lang, private):
     """Refuse, before anything expensive, an alignment source a run cannot use.
 
     Under --dp each unit's phrase pairs must depend on that unit and public inputs
     alone: an alignment learned on the private corpus (eflomal on it, a given file made
     that way, eflomal priors steering it) lets one added unit move other units' pairs,
     so the set union's sensitivity bound would not hold."""
-    from .public_align import public_paths, read_model_manifest, is_model_dir
+    from .public_align import check_sources
 
     public = align_public or align_model
     if public and alignments:
@@ -270,13 +270,8 @@ def _check_aligner(dp, alignments, priors, align_public, align_model, src_lang,
             f"unit's phrase pairs depend on other units, so the DP sensitivity bound does "
             f"not hold; align with a public model: --align-public PREFIX and/or "
             f"--align-model DIR")
-    if align_public:
-        public_paths(align_public, src_lang, tgt_lang)
-    if align_model and (not align_public or is_model_dir(align_model)):
-        model = read_model_manifest(align_model)
-        if (model["src_lang"], model["tgt_lang"]) != (src_lang, tgt_lang):
-            raise InputError(f"--align-model {align_model} is for {model['src_lang']}-"
-                             f"{model['tgt_lang']}, not {src_lang}-{tgt_lang}")
+    if public:
+        check_sources(align_public, align_model, src_lang, tgt_lang, private)
 
 
 def _aligner_name(alignments, public):
@@ -318,7 +313,8 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
     timings = {}
     n_lines = validate_parallel(src, tgt)
     doc_ids = _dp_units_check(dp, documents, n_lines)
-    _check_aligner(dp, alignments, priors, align_public, align_model, src_lang, tgt_lang)
+    _check_aligner(dp, alignments, priors, align_public, align_model, src_lang, tgt_lang,
+                   (src, tgt))
     if priors is not None:
         check_priors(priors)
     if alignments is not None:
@@ -442,7 +438,6 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         "allow_whole_sentences": allow_whole_sentences,
         "symmetrize": None if alignments else symmetrize_method,
         "aligner": _aligner_name(alignments, public),
-        **({"align_model_sha256": aligner.model_id} if public else {}),
         "pretokenized": pretokenized,
         "tokenizer": None if pretokenized else
         "sacremoses (fairseq hub: aggressive_dash_splits, escape)",

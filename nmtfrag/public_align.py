@@ -104,12 +104,11 @@ def _write_public_tokens(src, tgt, src_lang, tgt_lang, pretokenized, max_lines,
     return kept
 
 
-def _count_links(tok_src, tok_tgt, link_path):
-    """Counts of one eflomal link file, oriented by which side has one link per word.
-
-    Returns (cond_side, Counter of (cond word, gen word), Counter of unlinked gen words)
-    where cond_side is "src" when every target word has at most one link (so the file
-    estimates t(tgt|src)), else "tgt"."""
+def _count_links(tok_src, tok_tgt, link_path, cond_src):
+    """Counts of one eflomal link file: (Counter of (cond word, gen word), Counter of
+    unlinked gen words), where cond is the source side if `cond_src` (eflomal's forward
+    file: every target word has at most one link), else the target side. If the file
+    shows the other orientation (eflomal changed its convention), it is followed."""
     pairs, null = collections.Counter(), collections.Counter()
     tgt_unique = src_unique = True
     with open(tok_src, encoding="utf-8") as fs, open(tok_tgt, encoding="utf-8") as ft, \
@@ -119,7 +118,8 @@ def _count_links(tok_src, tok_tgt, link_path):
     for _, _, points in rows:
         tgt_unique &= len({j for _, j in points}) == len(points)
         src_unique &= len({i for i, _ in points}) == len(points)
-    cond_src = tgt_unique or not src_unique
+    if tgt_unique != src_unique:  # one side has a single link per word: it is the gen
+        cond_src = tgt_unique
     for s, t, points in rows:
         if cond_src:
             pairs.update((s[i], t[j]) for i, j in points)
@@ -129,7 +129,7 @@ def _count_links(tok_src, tok_tgt, link_path):
             pairs.update((t[j], s[i]) for i, j in points)
             linked = {i for i, _ in points}
             null.update(w for i, w in enumerate(s) if i not in linked)
-    return ("src" if cond_src else "tgt"), pairs, null
+    return pairs, null
 
 
 def _table_arrays(prefix, pairs, null, cond_index, gen_index, min_count):
@@ -179,10 +179,8 @@ def learn_model(prefix, out_dir, *, src_lang="de", tgt_lang="en", pretokenized=F
             raise InputError(f"--align-public {prefix}: no usable sentence pair")
         fwd, rev = os.path.join(work, "public.fwd"), os.path.join(work, "public.rev")
         align_files(tok_src, tok_tgt, fwd, rev, work, None, verbose)
-        counted = [_count_links(tok_src, tok_tgt, path) for path in (fwd, rev)]
-    if {side for side, _, _ in counted} != {"src", "tgt"}:
-        counted = [("src", *counted[0][1:]), ("tgt", *counted[1][1:])]
-    by_side = {side: (pairs, null) for side, pairs, null in counted}
+        by_side = {"src": _count_links(tok_src, tok_tgt, fwd, True),
+                   "tgt": _count_links(tok_src, tok_tgt, rev, False)}
     src_words = sorted({s for s, _ in by_side["src"][0]} | {s for _, s in by_side["tgt"][0]}
                        | set(by_side["tgt"][1]))
     tgt_words = sorted({t for _, t in by_side["src"][0]} | {t for t, _ in by_side["tgt"][0]}
@@ -329,6 +327,30 @@ def read_model_manifest(model_dir):
 
 def is_model_dir(path):
     return os.path.isfile(os.path.join(path, MANIFEST))
+
+
+def check_sources(align_public, align_model, src_lang, tgt_lang, private=()):
+    """Refuse (cheaply, before any expensive step) --align-public / --align-model that
+    cannot serve: missing files, a dir that is no model, a model for other languages,
+    or a model learned on other public text than the --align-public given with it.
+    `private`: the corpus files, which --align-public must not be (a model learned on
+    them would make every unit's alignment depend on the others again)."""
+    paths = public_paths(align_public, src_lang, tgt_lang) if align_public else None
+    if paths and {os.path.realpath(p) for p in paths} & \
+            {os.path.realpath(p) for p in private}:
+        raise InputError(f"--align-public {align_public} is the private corpus itself: "
+                         f"the aligner must learn from PUBLIC parallel text only")
+    if not align_model or (align_public and not is_model_dir(align_model)):
+        return
+    model = read_model_manifest(align_model)
+    if (model["src_lang"], model["tgt_lang"]) != (src_lang, tgt_lang):
+        raise InputError(f"--align-model {align_model} is for {model['src_lang']}-"
+                         f"{model['tgt_lang']}, not {src_lang}-{tgt_lang}")
+    if paths and [sha256_file(p) for p in paths] != [model["public"]["src_sha256"],
+                                                       model["public"]["tgt_sha256"]]:
+        raise InputError(f"--align-model {align_model} was learned on other public text "
+                         f"than --align-public {align_public}: give another model dir, "
+                         f"or remove it to learn again")
 
 
 def resolve_aligner(align_public, align_model, src_lang, tgt_lang, work, *,

@@ -118,6 +118,14 @@ def test_dp_refuses_alignments_learned_on_the_private_corpus(tmp_path, capsys,
     assert "cannot be combined" in capsys.readouterr().err
     assert main(dp_argv(tmp_path / "o", "--align-model", str(tmp_path))) == 2
     assert "not a finished alignment model" in capsys.readouterr().err
+    assert main(dp_argv(tmp_path / "o", "--align-public", os.path.join(DEMO, "train"))) == 2
+    assert "is the private corpus itself" in capsys.readouterr().err
+    other = tmp_path / "other"
+    for lang in ("de", "en"):
+        (tmp_path / f"other.{lang}").write_text("ja\n" if lang == "de" else "yes\n")
+    assert main(dp_argv(tmp_path / "o", "--align-public", str(other), "--align-model",
+                        model_dir)) == 2
+    assert "learned on other public text" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
@@ -168,7 +176,8 @@ def test_align_public_learns_into_model_dir_once_and_the_manifest_names_no_path(
     assert [o["public_aligner"]["learned"] for o in owners] == [True, False]
     shipped = json.loads((tmp_path / "r2" / "manifest.json").read_text())
     assert shipped["params"]["aligner"] == DESCRIPTION
-    assert shipped["params"]["align_model_sha256"] == PublicAligner(str(model)).model_id
+    assert "align_model_sha256" not in shipped["params"]  # shipped files carry no hash
+    assert owners[1]["public_aligner"]["model_sha256"] == PublicAligner(str(model)).model_id
     for name in ("manifest.json", "privacy.json"):
         text = (tmp_path / "r2" / name).read_text()
         assert str(tmp_path) not in text and "public" not in text.replace(DESCRIPTION, "")
