@@ -9,7 +9,8 @@ precision / recall / F against it, and the phrase-pair occurrences at --max-len 
 counted (whole-sentence pairs dropped, as `extract` does by default).
 
     python3 benchmarks/public_align_quality.py --src EMEA/train.de --tgt EMEA/train.en \
-        --pretokenized --model align-model/ [--lines 2000] [--grid]
+        --pretokenized --model align-model/ [--lines 2000] \
+        [--tensions 2,4,8] [--p0s 0.02,0.08,0.2] [--identicals 0,0.5]
 """
 import argparse
 import itertools
@@ -69,8 +70,11 @@ def main():
     ap.add_argument("--lines", type=int, default=2000)
     ap.add_argument("--max-len", type=int, default=4)
     ap.add_argument("--pretokenized", action="store_true")
-    ap.add_argument("--grid", action="store_true",
-                    help="try λ ∈ {2,4,8}, p0 ∈ {0.02,0.08,0.2}, identical ∈ {0,0.5}")
+    ap.add_argument("--tensions", default=None, help="comma-separated λ to try "
+                    "(default: the model's)")
+    ap.add_argument("--p0s", default=None, help="comma-separated p0 to try")
+    ap.add_argument("--identicals", default=None, help="comma-separated identical-token "
+                    "probabilities to try")
     a = ap.parse_args()
 
     from nmtfrag.public_align import AlignParams, PublicAligner
@@ -84,8 +88,11 @@ def main():
           f"{phrase_count(pairs, again, a.max_len)} phrase pairs)")
     aligner = PublicAligner(a.model)
     base = aligner.params
-    grid = (itertools.product((2.0, 4.0, 8.0), (0.02, 0.08, 0.2), (0.0, 0.5)) if a.grid
-            else [(base.tension, base.p0, base.identical)])
+    def values(text, default):
+        return [float(x) for x in text.split(",")] if text else [default]
+
+    grid = itertools.product(values(a.tensions, base.tension), values(a.p0s, base.p0),
+                             values(a.identicals, base.identical))
     print(f"{'λ':>4} {'p0':>5} {'ident':>5} {'P':>6} {'R':>6} {'F':>6} {'links':>7} "
           f"{'phrases':>8}")
     for tension, p0, identical in grid:

@@ -59,7 +59,7 @@ DEFAULT_PUBLIC_LINES = 300_000  # the generic stand-in (262,664 pairs) learns in
 class AlignParams:
     """Fixed parameters of the per-sentence aligner (public; recorded in the manifest)."""
 
-    def __init__(self, tension=4.0, p0=0.08, identical=0.5, min_count=2):
+    def __init__(self, tension=8.0, p0=0.2, identical=0.5, min_count=2):
         self.tension, self.p0, self.identical, self.min_count = \
             float(tension), float(p0), float(identical), int(min_count)
 
