@@ -442,7 +442,8 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         "tokenizer": None if pretokenized else
         "sacremoses (fairseq hub: aggressive_dash_splits, escape)",
     }
-    if dp is not None:
+    if dp is not None:  # the certificate holds only if each unit was aligned on its own
+        pool.certificate["release"]["aligner"] = public_params["aligner"]
         public_params["dp"] = {"epsilon": dp.epsilon, "delta": dp.delta, "cap": dp.cap,
                                "unit": dp.unit, "repeat": dp.repeat, "weights": dp.weights}
     histogram = writer.length_histogram()

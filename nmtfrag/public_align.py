@@ -335,6 +335,8 @@ def check_sources(align_public, align_model, src_lang, tgt_lang, private=()):
     or a model learned on other public text than the --align-public given with it.
     `private`: the corpus files, which --align-public must not be (a model learned on
     them would make every unit's alignment depend on the others again)."""
+    if align_model and os.path.exists(align_model) and not os.path.isdir(align_model):
+        raise InputError(f"--align-model {align_model} is not a directory")
     paths = public_paths(align_public, src_lang, tgt_lang) if align_public else None
     if paths and {os.path.realpath(p) for p in paths} & \
             {os.path.realpath(p) for p in private}:

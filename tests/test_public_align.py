@@ -140,7 +140,7 @@ def test_adding_one_unit_leaves_every_other_units_counts_unchanged(public_align_
     model_dir, _ = public_align_model
     src = open(os.path.join(DEMO, "train.de"), encoding="utf-8").read().splitlines()
     tgt = open(os.path.join(DEMO, "train.en"), encoding="utf-8").read().splitlines()
-    added = (" ".join(["Blorf"] * 300), " ".join(["zing"] * 300) + " " + src[5])
+    added = (" ".join(["Blorf"] * 20 + [src[5]]), " ".join(["zing"] * 20 + [tgt[5]]))
     corpora = {"d": (src, tgt), "d2": (src[:200] + [added[0]] + src[200:],
                                        tgt[:200] + [added[1]] + tgt[200:])}
     counts = {}
@@ -177,6 +177,8 @@ def test_align_public_learns_into_model_dir_once_and_the_manifest_names_no_path(
     shipped = json.loads((tmp_path / "r2" / "manifest.json").read_text())
     assert shipped["params"]["aligner"] == DESCRIPTION
     assert "align_model_sha256" not in shipped["params"]  # shipped files carry no hash
+    cert = json.loads((tmp_path / "r2" / "privacy.json").read_text())
+    assert cert["release"]["aligner"] == DESCRIPTION == shipped["privacy"]["release"]["aligner"]
     assert owners[1]["public_aligner"]["model_sha256"] == PublicAligner(str(model)).model_id
     for name in ("manifest.json", "privacy.json"):
         text = (tmp_path / "r2" / name).read_text()

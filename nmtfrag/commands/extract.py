@@ -44,7 +44,7 @@ def add_arguments(p):
     al = p.add_argument_group("alignment")
     al.add_argument("--symmetrize", default="union",
                     choices=["union", "intersection", "grow-diag-final-and"],
-                    help="how eflomal's forward and reverse alignments are combined "
+                    help="how the forward and reverse alignments are combined "
                          "(default: union, as in Kim et al. 2021)")
     al.add_argument("--alignments", metavar="FILE",
                     help="use this symmetrised Pharaoh alignment (one line per input "
