@@ -17,6 +17,7 @@ from .errors import InputError
 # (subcommand, module) in the order `nmtfrag --help` lists them.
 COMMANDS = [
     ("extract", "nmtfrag.commands.extract"),
+    ("align-model", "nmtfrag.commands.align_model"),
     ("finetune", "nmtfrag.commands.finetune"),
     ("evaluate", "nmtfrag.commands.evaluate"),
     ("translate", "nmtfrag.commands.translate"),
