@@ -221,16 +221,112 @@ def write_owner_json(out, obj, name=MANIFEST):
     return path
 
 
-def prepare_output_dir(out, overwrite=False):
-    """Create `out`, refusing to reuse a directory that holds a finished output."""
+def prepare_output_dir(out, overwrite=False, *, inputs=(), kind=None):
+    """Create `out`, refusing to reuse a directory that holds a finished output.
+
+    `inputs` (files or directories, None entries and nested lists allowed) and `kind`
+    (the manifest "kind" this command writes) go to `check_output_dir`, which refuses,
+    before anything is written, an OUT that would destroy or contaminate an input or an
+    output of another kind."""
     out = os.path.abspath(out)
     if os.path.exists(out) and not os.path.isdir(out):
         raise InputError(f"{out} exists and is not a directory")
+    check_output_dir(out, inputs, kind)
     if os.path.exists(os.path.join(out, MANIFEST)) and not overwrite:
         raise InputError(f"{out} already holds a finished output "
                          f"({MANIFEST}); choose another --out or pass --overwrite")
     os.makedirs(out, exist_ok=True)
     return out
+
+
+MODEL_DIR = "a model directory"
+
+
+def dir_kind(path):
+    """What a directory holds: its manifest's "kind" (None when the manifest has none),
+    MODEL_DIR for a model dir without one (model*.pt, checkpoint*.pt, dict.*.txt), or
+    False when it is no finished output (missing, empty, a half-written run)."""
+    man = os.path.join(path, MANIFEST)
+    if os.path.isfile(man):
+        try:
+            data = read_json(man)
+        except (OSError, ValueError):
+            return None
+        return data.get("kind") if isinstance(data, dict) else None
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return False
+    for name in names:
+        if (name.endswith(".pt") and name.startswith(("model", "checkpoint"))) or \
+                (name.startswith("dict.") and name.endswith(".txt")):
+            return MODEL_DIR
+    return False
+
+
+def _is_within(path, root):
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _flat_paths(inputs):
+    for p in inputs or ():
+        if p is None:
+            continue
+        if isinstance(p, (list, tuple, set)):
+            yield from _flat_paths(p)
+        else:
+            yield os.fspath(p)
+
+
+def _describe(kind):
+    if kind is False:
+        return "nothing"
+    if kind == MODEL_DIR:
+        return kind
+    return f"an output of kind {kind!r}" if kind else "an output of unknown kind"
+
+
+def check_output_dir(out, inputs=(), kind=None):
+    """Refuse an OUT that would destroy or contaminate what the run reads or what
+    another run wrote (InputError, one line; nothing is touched).
+
+    Why: `finetune --out M --model M` deleted the base model.pt, and
+    `audit reconstruct --out RELEASE --overwrite` put the corpus hash into a shareable
+    release's manifest. So OUT may not be, contain or lie inside an input directory, may
+    not be or contain an input file, may not lie inside a finished output or a model
+    dir (what is written there would ship with it), and --overwrite replaces only an
+    output of the same `kind`."""
+    real = os.path.realpath(out)
+    for p in _flat_paths(inputs):
+        if not os.path.exists(p):
+            continue
+        rp = os.path.realpath(p)
+        if os.path.isdir(rp):
+            if _is_within(real, rp) or _is_within(rp, real):
+                rel = ("is" if real == rp else "lies inside" if _is_within(real, rp)
+                       else "contains")
+                raise InputError(f"--out {out} {rel} the input directory {p}: outputs may "
+                                 f"not be, contain or lie inside an input; choose another "
+                                 f"--out")
+        elif _is_within(rp, real):
+            raise InputError(f"--out {out} contains the input file {p}: choose an --out "
+                             f"that holds no input")
+    parent = os.path.dirname(real)
+    while True:
+        pk = dir_kind(parent)
+        if pk is not False and (pk == MODEL_DIR or str(pk).startswith("nmtfrag-")):
+            raise InputError(f"--out {out} lies inside {parent}, which holds "
+                             f"{_describe(pk)}: what is written there would become part "
+                             f"of it; choose an --out outside it")
+        up = os.path.dirname(parent)
+        if up == parent:
+            break
+        parent = up
+    have = dir_kind(real)
+    if have is not False and have != kind:
+        raise InputError(f"--out {out} holds {_describe(have)}, not {_describe(kind)}: "
+                         f"--overwrite replaces only an output of the same kind; choose "
+                         f"another --out")
 
 
 def check_not_input(path, inputs):

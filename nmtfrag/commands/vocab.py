@@ -76,7 +76,8 @@ def run(args):
     if args.delta is None:
         raise InputError("--delta is required: a DP vocabulary without δ is void")
     n_lines = validate_parallel(args.src, args.tgt)
-    out = prepare_output_dir(args.out, args.overwrite)
+    out = prepare_output_dir(args.out, args.overwrite, inputs=[args.src, args.tgt],
+                             kind="nmtfrag-dp-vocabulary")
     skips = SkipLog()
 
     def pairs():
