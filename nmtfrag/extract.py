@@ -328,7 +328,8 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
                              f"{n_lines}: give one alignment line per input line")
     # a DP release selects (src, tgt) pairs: their within-pair alignments are not DP
     names = release_file_names(src_lang, tgt_lang, keep_alignments and dp is None)
-    out = prepare_output_dir(out, overwrite)
+    out = prepare_output_dir(out, overwrite, inputs=[src, tgt, alignments, priors, documents],
+                             kind="nmtfrag-release")
     inputs = [src, tgt, alignments, priors]
     public = align_public or align_model
     for name in list(names.values()) + [MANIFEST, os.path.join(OWNER_DIR, MANIFEST),
