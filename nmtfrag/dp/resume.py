@@ -115,12 +115,23 @@ def discard(out):
 def prepare(out, identity, resuming, overwrite):
     """Before training: check a resume against the interrupted run, or start afresh
     (refusing to drop an interrupted run without --overwrite) and record the identity."""
+    _remove_partial_saves(out)
     if resuming:
         check_resumable(out, identity)
         return
     refuse_unfinished(out, overwrite)
     discard(out)
     write_identity(out, identity)
+
+
+def _remove_partial_saves(out):
+    """A kill during a save leaves its temp file (fileio.atomic_writer) in OUT/owner/."""
+    from ..fileio import OWNER_DIR
+
+    owner = os.path.join(out, OWNER_DIR)
+    for name in os.listdir(owner) if os.path.isdir(owner) else ():
+        if name.startswith(".tmp-"):
+            os.unlink(os.path.join(owner, name))
 
 
 class Interrupted(BaseException):
