@@ -143,9 +143,10 @@ def _refuse_not_private(model_dir):
         return
     if rec:
         planned = rec.get("planned") or {}
+        eps = planned.get("epsilon_if_private")
         raise InputError(f"{model_dir}: {rec.get('not_private', 'not private')}, no privacy "
                          f"certificate: {rec.get('why', '')} (the planned run would have "
-                         f"ε = {planned.get('epsilon_if_private')} at δ = "
+                         f"ε = {'?' if eps is None else format(eps, '.4f')} at δ = "
                          f"{planned.get('delta')}; train it without "
                          "--dp-simulate-batch/--dp-control to get one)")
 
