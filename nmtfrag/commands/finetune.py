@@ -53,7 +53,9 @@ def add_arguments(p):
     io.add_argument("--overwrite", action="store_true",
                     help="replace a finished or interrupted run in --out")
     io.add_argument("--resume", action="store_true",
-                    help="continue an interrupted run in --out from its last checkpoint")
+                    help="continue an interrupted run in --out from its last checkpoint "
+                         "(with --dp: from its last saved state, see --dp-save-every; the "
+                         "same settings are required)")
     io.add_argument("--keep-work", action="store_true",
                     help="keep OUT/.work (subword text and binaries of the training data)")
     io.add_argument("--keep-checkpoints", action="store_true",
