@@ -27,8 +27,9 @@ def add_arguments(p):
                     help="model directory in the WMT19 release layout (model.pt or "
                          "model1.pt…, dict.SRC.txt, dict.TGT.txt, bpecodes)")
     io.add_argument("--checkpoint", metavar="NAME",
-                    help="checkpoint file in --model to start from (default: model.pt, "
-                         "else model1.pt)")
+                    help="checkpoint file in --model to adapt (default: model.pt, else "
+                         "model1.pt, the first member of an ensemble; name model2.pt … to "
+                         "adapt another member: one member per run)")
     io.add_argument("--train", required=True, nargs="+", metavar="PATH",
                     help="a release directory (phrases.SRC/phrases.TGT + manifest.json), "
                          "a file prefix (PREFIX.SRC, PREFIX.TGT) or two files SRC TGT")
@@ -133,7 +134,8 @@ def run(args):
                  keep_checkpoints=args.keep_checkpoints, quiet=args.quiet,
                  tags=True if args.tags else None, trained=dp_cli.trainable_set(args))
     r = m["result"]
-    print(json.dumps({"out": args.out, "num_updates": r["num_updates"],
+    print(json.dumps({"out": args.out, "checkpoint": m["params"]["checkpoint"],
+                      "num_updates": r["num_updates"],
                       "valid_loss_before": r["valid_loss_before"],
                       "valid_loss_best": r["valid_loss_best"],
                       "best_checkpoint_updates": r["best_checkpoint_updates"]}),
