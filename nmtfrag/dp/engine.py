@@ -405,7 +405,8 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                           private_workdir, sha256_file, tool_versions, write_json,
                           write_owner_json)
     from ..finetune import _prepare, resolve_train
-    from ..model_dir import (grow_state, load_state, save_state, validate_model_dir,
+    from ..model_dir import (grow_state, load_state, member_to_adapt, save_state,
+                             validate_model_dir,
                              write_dict_with, write_model_dir)
     from ..randomness import resolve_seed
     from . import accounting, fairseq_opacus, resume, simulate, unit_count
@@ -419,7 +420,10 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
     if seed.reproducible:  # dropout masks too, so a seeded run repeats exactly
         torch.manual_seed(seed.value)
     src_lang, tgt_lang = job.src_lang, job.tgt_lang
-    md = validate_model_dir(job.model, src_lang, tgt_lang, job.checkpoint)
+    md, note = member_to_adapt(validate_model_dir(job.model, src_lang, tgt_lang,
+                                                  job.checkpoint), job.checkpoint)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     train = job.train if isinstance(job.train, str) else tuple(job.train)
     if not isinstance(train, str) and len(train) != 2:
         raise InputError("--train takes a release directory, a prefix, or two files")
