@@ -14,7 +14,7 @@ from tinymodel import write_domain
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CELLS = """# name, then nmtfrag finetune options
 nonprivate-all  --lr 0.001
-dp-lora   --dp --noise-multiplier 0.8 --dp-params lora --lora-rank 2 --dp-lr 0.01 --logical-batch 60 --dp-clipping ghost
+dp-lora   --dp --noise-multiplier 0.8 --dp-params lora --lora-rank 2 --dp-lr 0.01 --sample-rate 0.33 --dp-clipping ghost
 """
 
 
@@ -39,9 +39,9 @@ def study(tiny_model_dir, tmp_path_factory):
 
 def test_cells_train_the_same_passes_and_the_table_has_their_figures(study):
     out, _, proc = study
-    # DP: 2 expected passes of Poisson batches of 60 over ñ ≈ 180 pairs (the DP count)
+    # DP: 2 expected passes at the public rate 0.33: ceil(2 / 0.33) steps, no n needed
     cert = json.loads((out / "ft-dp-lora" / "privacy.json").read_text())["training"]
-    assert cert["steps"] == math.ceil(2 * cert["unit_count"]["planning_count"] / 60)
+    assert cert["steps"] == math.ceil(2 / 0.33) and cert["history"][1][1] == 0.33
     assert "n_units" not in cert
     owner = json.loads((out / "ft-dp-lora" / "owner" / "manifest.json").read_text())
     assert owner["units"]["n"] == 180
