@@ -13,7 +13,8 @@
 #   CELLS        file, one cell a line: a NAME, then its `nmtfrag finetune` options
 #                (default: the grid below). Each cell trains for PASSES passes
 #                (--max-epoch; a DP cell takes that many expected passes of Poisson
-#                batches of its --logical-batch). The cell `nonprivate-all` is the
+#                batches of its --logical-batch, or ceil(PASSES/Q) steps at its
+#                --sample-rate Q). The cell `nonprivate-all` is the
 #                reference the shares of gain are of (REFERENCE to pick another).
 #   PASSES (1)  TEST_LINES (500; 0 = all)  TRAIN_LINES (0 = all; else a seeded sample)
 #   DELTA (1e-5)  MAX_TOKENS (2048)  SEED (1)  RUNS (runs/dp-recipe)

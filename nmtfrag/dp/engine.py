@@ -541,7 +541,9 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                       job.quiet)
 
         print(f"DP-SGD: n={n} {config.unit}s, {steps} noisy steps, σ={sigma:.4f}, "
-              f"C={config.max_grad_norm}, logical batch {segs}, physical batch "
+              f"C={config.max_grad_norm}, " + (f"sample rate {config.sample_rate}"
+              if config.sample_rate is not None else f"logical batch {segs}")
+              + f", physical batch "
               f"{config.physical_batch} (≤ {config.physical_max_tokens} tokens), trained "
               f"parameters {config.params.kind} ({n_trainable}), {job.world_size} "
               f"process(es), randomness {seed.source}",
