@@ -13,28 +13,39 @@ the same units — the utility that matters for fine-tuning — and their ratio;
 policy, the best of a few cutoffs Γ = ρ + α·σ.
 
     python3 benchmarks/dp_release.py --src EMEA/train.de --tgt EMEA/train.en \
-        --alignments corpus.align [--pretokenized] [--max-len 4] [--epsilons 1,4,8]
+        --align-model align-model/ [--pretokenized] [--max-len 4] [--epsilons 1,4,8]
 """
 import argparse
+import os
 import sys
 
 import numpy as np
 
 
-def unit_pairs(src, tgt, alignments, max_len, pretokenized):
+def unit_pairs(src, tgt, alignments, max_len, pretokenized, align_model=None):
+    """Each unit's phrase pairs, aligned by the public model (`extract --dp`'s) or, for
+    comparison with the old corpus-learned alignment, by a given alignment file."""
+    import itertools
+
     from nmtfrag.extract import phrase_pairs
     from nmtfrag.symmetrize import parse_pharaoh
     from nmtfrag.tokenize import to_tokens
 
+    aligner = None
+    if align_model:
+        from nmtfrag.public_align import PublicAligner
+
+        aligner = PublicAligner(align_model)
     units = []
     with open(src, encoding="utf-8") as fs, open(tgt, encoding="utf-8") as ft, \
-            open(alignments, encoding="utf-8") as fa:
-        for s, t, a in zip(fs, ft, fa):
+            open(alignments or os.devnull, encoding="utf-8") as fa:
+        for s, t, a in zip(fs, ft, fa if alignments else itertools.repeat(None)):
             s_tok = to_tokens(s.rstrip("\n"), "de", pretokenized)
             t_tok = to_tokens(t.rstrip("\n"), "en", pretokenized)
-            if not s_tok or not t_tok or not a.strip():
+            if not s_tok or not t_tok or (a is not None and not a.strip()):
                 continue
-            found, _ = phrase_pairs(s_tok, t_tok, parse_pharaoh(a), max_len, 1, False,
+            points = aligner.align(s_tok, t_tok) if aligner else parse_pharaoh(a)
+            found, _ = phrase_pairs(s_tok, t_tok, points, max_len, 1, False,
                                     with_alignment=False)
             units.append([(p[0], p[1]) for p in found])
     return units
@@ -46,7 +57,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--src", required=True)
     ap.add_argument("--tgt", required=True)
-    ap.add_argument("--alignments", required=True, help="one Pharaoh line per input line")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--align-model", help="the public alignment model `extract --dp` "
+                     "uses (`nmtfrag align-model`)")
+    src.add_argument("--alignments", help="one Pharaoh line per input line (e.g. eflomal "
+                     "on the corpus: NOT what a DP release may use; for comparison)")
     ap.add_argument("--pretokenized", action="store_true")
     ap.add_argument("--max-len", type=int, default=4)
     ap.add_argument("--delta", type=float, default=1e-6)
@@ -54,7 +69,8 @@ def main():
     ap.add_argument("--caps", default="4,16,64")
     ap.add_argument("--seed", type=int, default=1, help="benchmark only: reproducible")
     a = ap.parse_args()
-    units = unit_pairs(a.src, a.tgt, a.alignments, a.max_len, a.pretokenized)
+    units = unit_pairs(a.src, a.tgt, a.alignments, a.max_len, a.pretokenized,
+                       a.align_model)
     print(f"{len(units)} units, {sum(len(set(u)) for u in units)} distinct pairs per unit "
           "summed", file=sys.stderr)
     print("| ε | K | count: σ | threshold | pairs | policy: σ | ρ | best Γ | pairs | "

@@ -17,6 +17,7 @@ from .errors import InputError
 # (subcommand, module) in the order `nmtfrag --help` lists them.
 COMMANDS = [
     ("extract", "nmtfrag.commands.extract"),
+    ("align-model", "nmtfrag.commands.align_model"),
     ("finetune", "nmtfrag.commands.finetune"),
     ("evaluate", "nmtfrag.commands.evaluate"),
     ("translate", "nmtfrag.commands.translate"),
@@ -71,6 +72,10 @@ def main(argv=None):
     # Turn `kill` (SIGTERM) into a normal exit so `finally` blocks run: private work dirs
     # holding confidential text are removed and no half-written file is renamed into place.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    # SIGKILL skips every `finally`: remove what killed runs left in private work dirs.
+    from .fileio import sweep_stale_workdirs
+
+    sweep_stale_workdirs((getattr(args, "work_dir", None),))
     try:
         code = args._run(args)
     except InputError as exc:

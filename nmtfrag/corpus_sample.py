@@ -30,7 +30,7 @@ def sample_corpus(src, tgt, n, out, seed=1, overwrite=False):
     the manifest. Files are named after the inputs' suffixes."""
     total = validate_parallel(src, tgt)
     keep = set(sample_lines(total, n, seed))
-    out = prepare_output_dir(out, overwrite)
+    out = prepare_output_dir(out, overwrite, inputs=[src, tgt], kind="nmtfrag-corpus-sample")
     inputs = [src, tgt]
     docs = os.path.join(os.path.dirname(os.path.abspath(src)),
                         os.path.basename(src).rsplit(".", 1)[0] + ".docs")

@@ -176,7 +176,8 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
     base_hyps = base_report = None
     if baseline:
         base_hyps, base_report = _load_baseline(baseline, ref_sha, n)
-    out = prepare_output_dir(out, overwrite)
+    out = prepare_output_dir(out, overwrite, inputs=[model, src, ref, hyp, baseline],
+                             kind="nmtfrag-evaluation")
 
     settings = {}
     if model is not None:

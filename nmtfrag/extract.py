@@ -251,12 +251,53 @@ def _dp_units_check(dp, documents, n_lines):
     return ids
 
 
+def _check_aligner(dp, alignments, priors, align_public, align_model, src_lang,
+                   tgt_lang, private):
+    """Refuse, before anything expensive, an alignment source a run cannot use.
+
+    Under --dp each unit's phrase pairs must depend on that unit and public inputs
+    alone: an alignment learned on the private corpus (eflomal on it, a given file made
+    that way, eflomal priors steering it) lets one added unit move other units' pairs,
+    so the set union's sensitivity bound would not hold."""
+    from .public_align import check_sources
+
+    public = align_public or align_model
+    if public and alignments:
+        raise InputError("--alignments cannot be combined with --align-public/--align-model")
+    if public and priors:
+        raise InputError("--priors steer eflomal; the public aligner does not use them")
+    if dp is not None and not public:
+        why = ("--alignments" if alignments else "--priors" if priors else
+               "eflomal on the corpus (the default)")
+        raise InputError(
+            f"--dp cannot use {why}: an alignment learned on the private corpus makes each "
+            f"unit's phrase pairs depend on other units, so the DP sensitivity bound does "
+            f"not hold; align with a public model: --align-public PREFIX and/or "
+            f"--align-model DIR")
+    if public:
+        check_sources(align_public, align_model, src_lang, tgt_lang, private)
+
+
+def _aligner_name(alignments, public):
+    """The alignment source as the shared manifest states it (never a path)."""
+    from .public_align import DESCRIPTION
+
+    return DESCRIPTION if public else "given" if alignments else "eflomal"
+
+
+def _public_alignments(aligner, method, line_numbers, tokenised):
+    """(line_no, (points, canonical text)) of each pair, aligned on its own."""
+    for line_no, (s_tok, t_tok) in zip(line_numbers, tokenised):
+        points = aligner.align(s_tok, t_tok, method)
+        yield line_no, (points, format_pharaoh(points))
+
+
 def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, min_len=1,
                     sample_rate=0.5, tag=False, seed=None, symmetrize_method="union",
                     alignments=None, priors=None, pretokenized=False,
                     allow_whole_sentences=False, keep_alignments=False, work_dir=None,
                     keep_work=False, overwrite=False, verbose=False, dp=None,
-                    documents=None):
+                    documents=None, align_public=None, align_model=None):
     """Build a release of phrase pairs from a confidential parallel corpus.
 
     `seed=None` (default) pools and samples from the OS's cryptographic source, so
@@ -264,6 +305,9 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
     it not private. With `dp` (a DPReleaseParams) the released pairs are chosen by the
     DP set union (nmtfrag.dp.phrase_release) instead of sampling at `sample_rate`;
     `documents` (one id per input line) makes documents the privacy unit.
+    `align_public` (PREFIX of public parallel text) and/or `align_model` (a model dir)
+    align each pair on its own under a model learned on public text only
+    (nmtfrag.public_align); `dp` requires them.
     Returns an ExtractResult whose manifests are also written to
     `out/owner/manifest.json` (first) and `out/manifest.json` (last: the completion mark).
     Raises InputError for anything the user must fix; nothing is written then.
@@ -273,6 +317,8 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
     timings = {}
     n_lines = validate_parallel(src, tgt)
     doc_ids = _dp_units_check(dp, documents, n_lines)
+    _check_aligner(dp, alignments, priors, align_public, align_model, src_lang, tgt_lang,
+                   (src, tgt))
     if priors is not None:
         check_priors(priors)
     if alignments is not None:
@@ -282,8 +328,10 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
                              f"{n_lines}: give one alignment line per input line")
     # a DP release selects (src, tgt) pairs: their within-pair alignments are not DP
     names = release_file_names(src_lang, tgt_lang, keep_alignments and dp is None)
-    out = prepare_output_dir(out, overwrite)
+    out = prepare_output_dir(out, overwrite, inputs=[src, tgt, alignments, priors, documents],
+                             kind="nmtfrag-release")
     inputs = [src, tgt, alignments, priors]
+    public = align_public or align_model
     for name in list(names.values()) + [MANIFEST, os.path.join(OWNER_DIR, MANIFEST),
                                         os.path.join(OWNER_DIR, ALIGNMENT_FILE)]:
         check_not_input(os.path.join(out, name), inputs)
@@ -303,7 +351,17 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
 
         align_path = os.path.join(work, ALIGNMENT_FILE)
         t0 = time.perf_counter()
-        if alignments is None:
+        if public:
+            from .public_align import resolve_aligner
+
+            aligner, public_record = resolve_aligner(align_public, align_model, src_lang,
+                                                     tgt_lang, work, verbose=verbose)
+            timings["align_model"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            aligned = _public_alignments(aligner, symmetrize_method, line_numbers,
+                                         _tokenised(tok_src, tok_tgt))
+            source_name = "the public aligner"
+        elif alignments is None:
             fwd, rev = os.path.join(work, "align.fwd"), os.path.join(work, "align.rev")
             cpu0 = _cpu_seconds()
             align_files(tok_src, tok_tgt, fwd, rev, work, priors, verbose)
@@ -384,12 +442,13 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         "min_len": min_len, "sample_rate": sample_rate if dp is None else None, "tag": tag,
         "allow_whole_sentences": allow_whole_sentences,
         "symmetrize": None if alignments else symmetrize_method,
-        "aligner": "given" if alignments else "eflomal",
+        "aligner": _aligner_name(alignments, public),
         "pretokenized": pretokenized,
         "tokenizer": None if pretokenized else
         "sacremoses (fairseq hub: aggressive_dash_splits, escape)",
     }
-    if dp is not None:
+    if dp is not None:  # the certificate holds only if each unit was aligned on its own
+        pool.certificate["release"]["aligner"] = public_params["aligner"]
         public_params["dp"] = {"epsilon": dp.epsilon, "delta": dp.delta, "cap": dp.cap,
                                "unit": dp.unit, "repeat": dp.repeat, "weights": dp.weights}
     histogram = writer.length_histogram()
@@ -415,6 +474,7 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         "release_files": names,
         "owner_files": owner_files,
         "params": {**public_params, "priors": bool(priors)},
+        **({"public_aligner": public_record} if public else {}),
         "randomness": seed.owner_record(),
         "counts": {
             "input_lines": n_lines,

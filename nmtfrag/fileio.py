@@ -70,18 +70,128 @@ def read_json(path):
         return json.load(f)
 
 
+# A private work dir holds this marker: who made it (PID + process start time + boot id,
+# so a reused PID is not taken for the owner). A later run removes the dirs whose owner
+# is dead (killed with SIGKILL, or the machine went down) and nothing without a marker.
+WORK_MARKER = ".nmtfrag-owner"
+WORK_MARKER_KIND = "nmtfrag-private-workdir"
+WORK_PREFIX = "nmtfrag-"
+
+
+def _proc_stat(pid):
+    """(state, start time in clock ticks since boot) of `pid` from /proc, or None where
+    /proc is absent or the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # the name may hold spaces and ')'
+    return fields[0], int(fields[19])  # state (field 3), starttime (field 22)
+
+
+def _boot_id():
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _owner_record(pid=None):
+    pid = os.getpid() if pid is None else pid
+    stat = _proc_stat(pid)
+    return {"kind": WORK_MARKER_KIND, "pid": pid, "start": stat[1] if stat else None,
+            "boot_id": _boot_id(), "host": platform.node()}
+
+
+def _owner_alive(rec):
+    """False only when the owner is certainly dead; anything unsure counts as alive
+    (another host, no /proc to tell a reused PID apart: keep the dir)."""
+    if rec.get("host") != platform.node():
+        return True
+    boot = _boot_id()
+    if rec.get("boot_id") and boot and rec["boot_id"] != boot:
+        return False  # rebooted since: every process of that boot is gone
+    pid = rec.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # a process of another user: that PID was reused, but be safe below
+    stat = _proc_stat(pid)
+    if stat is None:
+        return True  # no /proc: the PID exists, it may be the owner
+    if stat[0] in ("Z", "X"):
+        return False  # killed, not yet reaped: it runs no more code
+    return rec.get("start") is None or stat[1] == rec["start"]
+
+
+def _read_marker(path):
+    """The owner record of a work dir of ours, or None (not ours, or unreadable)."""
+    try:
+        st = os.lstat(path)
+        if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != os.getuid():
+            return None
+        rec = read_json(os.path.join(path, WORK_MARKER))
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) and rec.get("kind") == WORK_MARKER_KIND else None
+
+
+def sweep_stale_workdirs(bases=(), quiet=False):
+    """Remove the private work dirs (nmtfrag-*) in the system temp dir and in `bases`
+    whose owner process is dead; say once on stderr how many. Returns that number.
+
+    Why: `finally` cannot run after SIGKILL or a power cut, so a killed run's tokenised
+    corpus would otherwise stay on disk for good."""
+    removed = 0
+    seen = set()
+    for base in (tempfile.gettempdir(),) + tuple(b for b in bases if b):
+        base = os.path.realpath(base)
+        if base in seen:
+            continue
+        seen.add(base)
+        try:
+            entries = list(os.scandir(base))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.name.startswith(WORK_PREFIX):
+                continue
+            rec = _read_marker(entry.path)
+            if rec is None or rec.get("keep") or _owner_alive(rec):
+                continue
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed += not os.path.exists(entry.path)
+    if removed and not quiet:
+        print(f"nmtfrag: removed {removed} work dir(s) left by runs that were killed",
+              file=sys.stderr)
+    return removed
+
+
 @contextlib.contextmanager
-def private_workdir(base=None, keep=False, prefix="nmtfrag-"):
+def private_workdir(base=None, keep=False, prefix=WORK_PREFIX):
     """A mode-0700 directory for temporary files that may hold confidential text.
 
     Removed when the block ends (also on error) unless `keep` is true, in which case
-    its path is printed so the user can inspect and delete it.
+    its path is printed so the user can inspect and delete it. It records its owner
+    (WORK_MARKER), so if this process is killed a later run removes it; stale dirs of
+    killed runs in the same places are removed first.
     """
+    if not prefix.startswith(WORK_PREFIX):
+        raise ValueError(f"work dir prefix must start with {WORK_PREFIX!r}")
     if base is not None:
         os.makedirs(base, exist_ok=True)
+    sweep_stale_workdirs((base,) if base else ())
     path = tempfile.mkdtemp(prefix=prefix, dir=base)  # mkdtemp creates it 0700
     os.chmod(path, 0o700)
     try:
+        write_json(os.path.join(path, WORK_MARKER), dict(_owner_record(), keep=bool(keep)),
+                   private=True)
         yield path
     finally:
         if keep:
@@ -111,16 +221,112 @@ def write_owner_json(out, obj, name=MANIFEST):
     return path
 
 
-def prepare_output_dir(out, overwrite=False):
-    """Create `out`, refusing to reuse a directory that holds a finished output."""
+def prepare_output_dir(out, overwrite=False, *, inputs=(), kind=None):
+    """Create `out`, refusing to reuse a directory that holds a finished output.
+
+    `inputs` (files or directories, None entries and nested lists allowed) and `kind`
+    (the manifest "kind" this command writes) go to `check_output_dir`, which refuses,
+    before anything is written, an OUT that would destroy or contaminate an input or an
+    output of another kind."""
     out = os.path.abspath(out)
     if os.path.exists(out) and not os.path.isdir(out):
         raise InputError(f"{out} exists and is not a directory")
+    check_output_dir(out, inputs, kind)
     if os.path.exists(os.path.join(out, MANIFEST)) and not overwrite:
         raise InputError(f"{out} already holds a finished output "
                          f"({MANIFEST}); choose another --out or pass --overwrite")
     os.makedirs(out, exist_ok=True)
     return out
+
+
+MODEL_DIR = "a model directory"
+
+
+def dir_kind(path):
+    """What a directory holds: its manifest's "kind" (None when the manifest has none),
+    MODEL_DIR for a model dir without one (model*.pt, checkpoint*.pt, dict.*.txt), or
+    False when it is no finished output (missing, empty, a half-written run)."""
+    man = os.path.join(path, MANIFEST)
+    if os.path.isfile(man):
+        try:
+            data = read_json(man)
+        except (OSError, ValueError):
+            return None
+        return data.get("kind") if isinstance(data, dict) else None
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return False
+    for name in names:
+        if (name.endswith(".pt") and name.startswith(("model", "checkpoint"))) or \
+                (name.startswith("dict.") and name.endswith(".txt")):
+            return MODEL_DIR
+    return False
+
+
+def _is_within(path, root):
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _flat_paths(inputs):
+    for p in inputs or ():
+        if p is None:
+            continue
+        if isinstance(p, (list, tuple, set)):
+            yield from _flat_paths(p)
+        else:
+            yield os.fspath(p)
+
+
+def _describe(kind):
+    if kind is False:
+        return "nothing"
+    if kind == MODEL_DIR:
+        return kind
+    return f"an output of kind {kind!r}" if kind else "an output of unknown kind"
+
+
+def check_output_dir(out, inputs=(), kind=None):
+    """Refuse an OUT that would destroy or contaminate what the run reads or what
+    another run wrote (InputError, one line; nothing is touched).
+
+    Why: `finetune --out M --model M` deleted the base model.pt, and
+    `audit reconstruct --out RELEASE --overwrite` put the corpus hash into a shareable
+    release's manifest. So OUT may not be, contain or lie inside an input directory, may
+    not be or contain an input file, may not lie inside a finished output or a model
+    dir (what is written there would ship with it), and --overwrite replaces only an
+    output of the same `kind`."""
+    real = os.path.realpath(out)
+    for p in _flat_paths(inputs):
+        if not os.path.exists(p):
+            continue
+        rp = os.path.realpath(p)
+        if os.path.isdir(rp):
+            if _is_within(real, rp) or _is_within(rp, real):
+                rel = ("is" if real == rp else "lies inside" if _is_within(real, rp)
+                       else "contains")
+                raise InputError(f"--out {out} {rel} the input directory {p}: outputs may "
+                                 f"not be, contain or lie inside an input; choose another "
+                                 f"--out")
+        elif _is_within(rp, real):
+            raise InputError(f"--out {out} contains the input file {p}: choose an --out "
+                             f"that holds no input")
+    parent = os.path.dirname(real)
+    while True:
+        pk = dir_kind(parent)
+        if pk is not False and (pk == MODEL_DIR or str(pk).startswith("nmtfrag-")):
+            raise InputError(f"--out {out} lies inside {parent}, which holds "
+                             f"{_describe(pk)}: what is written there would become part "
+                             f"of it; choose an --out outside it")
+        up = os.path.dirname(parent)
+        if up == parent:
+            break
+        parent = up
+    have = dir_kind(real)
+    if have is not False and have != kind:
+        raise InputError(f"--out {out} holds {_describe(have)}, not {_describe(kind)}: "
+                         f"--overwrite replaces only an output of the same kind; choose "
+                         f"another --out")
 
 
 def check_not_input(path, inputs):

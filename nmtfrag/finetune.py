@@ -395,7 +395,8 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
                 not os.path.isfile(os.path.join(out, MANIFEST)):
             raise InputError(f"{out} holds an interrupted run: pass --resume to continue "
                              f"it or --overwrite to start again")
-        out = prepare_output_dir(out, overwrite)
+        out = prepare_output_dir(out, overwrite, kind="nmtfrag-finetuned-model", inputs=[
+            md.path, train, src_path, tgt_path, valid_src, valid_tgt])
         for d in (work, save_dir):
             shutil.rmtree(d, ignore_errors=True)
         for f in (MANIFEST, "train.log", "model.pt"):

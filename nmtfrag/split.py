@@ -230,7 +230,7 @@ def split_corpus(docs, out, train=10000, valid=150, test=2000, seed=1, overflow=
         raise InputError("--src-lang and --tgt-lang must differ (they name the files)")
 
     index = index_tsv(docs)
-    out = prepare_output_dir(out, overwrite=overwrite)
+    out = prepare_output_dir(out, overwrite=overwrite, inputs=[docs])
     files = {split: {lang: os.path.join(out, f"{split}.{lang}")
                      for lang in (src_lang, tgt_lang)} for split in SPLIT_ORDER}
     for split in files.values():

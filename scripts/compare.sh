@@ -22,6 +22,11 @@
 #   TEST_LINES   BLEU on the first N test lines (default 0: all)
 #   DP_EPSILON (8)  DELTA (1e-5)  DP_STEPS (10 noisy steps = one expected pass)
 #   DP_LR (0.0005)  DP_PARAMS (all)  DP_UNIT_CAP (16)
+#   ALIGN_PUBLIC  PUBLIC parallel text PREFIX (PREFIX.de, PREFIX.en, untokenised), e.g.
+#                the generic corpus: the dp-release cell aligns each pair on its own with
+#                a model learned there (required with dp-release: an alignment learned on
+#                the owner's data voids the DP guarantee); the model is kept in
+#                RUNS/align-model and reused
 # Audit (AUDIT=0 skips canaries, exposure and membership inference; reconstruction stays):
 #   CANARY_COUNT (3)  CANARY_REPEATS (1,10,25): canaries planted in the owner data
 #   SAMPLES (1000) candidates per canary for exposure   MI_PAIRS (1000) pairs per side
@@ -52,6 +57,17 @@ for c in $APPROACHES; do
   [[ " $ALL_CELLS " == *" $c "* ]] || {
     echo "error: APPROACHES: unknown cell '$c' (cells: $ALL_CELLS)" >&2; exit 2; }
 done
+ALIGN_PUBLIC=${ALIGN_PUBLIC:-}
+if [[ " $APPROACHES " == *" dp-release "* ]]; then
+  [ -n "$ALIGN_PUBLIC" ] || {
+    echo "error: the dp-release cell needs ALIGN_PUBLIC=PREFIX (public parallel text" \
+      "PREFIX.de/PREFIX.en for its aligner; an alignment learned on the owner's data" \
+      "voids the DP guarantee), or leave dp-release out of APPROACHES" >&2; exit 2; }
+  for lang in de en; do
+    [ -f "$ALIGN_PUBLIC.$lang" ] || {
+      echo "error: ALIGN_PUBLIC: $ALIGN_PUBLIC.$lang not found" >&2; exit 2; }
+  done
+fi
 UPDATES=${UPDATES:-pass}
 MAX_TOKENS=${MAX_TOKENS:-2048}
 LR=${LR:-0.000175}
@@ -82,7 +98,7 @@ mkdir -p "$OUT"
 # different owner data or budgets would end up side by side in one report
 guard_settings "$OUT" MODEL CHECKPOINT TRAIN_LINES SEED AUDIT CANARY_COUNT CANARY_REPEATS \
   SAMPLE_RATE MAX_TOKENS LR PATIENCE UPDATES DP_EPSILON DELTA DP_STEPS DP_LR DP_PARAMS \
-  DP_UNIT_CAP TEST_LINES BEAM ENGINE
+  DP_UNIT_CAP TEST_LINES BEAM ENGINE ALIGN_PUBLIC
 
 common_args
 has() { [[ " $APPROACHES " == *" $1 "* ]]; }
@@ -106,7 +122,8 @@ TRAIN=("$OWN/train.de" "$OWN/train.en")
 N_TRAIN=$(wc -l < "$OWN/train.en")
 
 # 2. releases: one eflomal alignment shared by the four sampled releases, so they differ
-#    only in max length and tags; the DP release draws its pairs by a DP set union
+#    only in max length and tags; the DP release draws its pairs by a DP set union over
+#    pairs aligned one by one under a model learned on ALIGN_PUBLIC (cached in RUNS)
 align=()
 for cfg in len4-tag len4 len7 len7-tag; do
   has "$cfg" || continue
@@ -125,7 +142,8 @@ if has dp-release && ! done_ "$OUT/rel-dp-release"; then
   log "release dp-release (DP set union, ε=$DP_EPSILON, δ=$DELTA)"
   nmtfrag extract --src "${TRAIN[0]}" --tgt "${TRAIN[1]}" --out "$OUT/rel-dp-release" \
     --max-len 4 --tag --dp --epsilon "$DP_EPSILON" --delta "$DELTA" \
-    --unit-cap "$DP_UNIT_CAP" --pretokenized "${align[@]}" --overwrite
+    --unit-cap "$DP_UNIT_CAP" --pretokenized --align-public "$ALIGN_PUBLIC" \
+    --align-model "$RUNS/align-model" --overwrite
 fi
 for cfg in $APPROACHES; do
   [ -d "$OUT/rel-$cfg" ] || continue

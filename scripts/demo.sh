@@ -54,7 +54,7 @@ for run in base ft-phrases ft-sentences; do
   model="$OUT/$run"
   [ -f "$OUT/mi-$run/report.json" ] || nmtfrag audit membership --model "$model" \
     --members "$D/train.de" "$D/train.en" --non-members "$D/test.de" "$D/test.en" \
-    --out "$OUT/mi-$run" --threads "$THREADS"
+    --seed 1 --out "$OUT/mi-$run" --threads "$THREADS"
 done
 
 step "comparison report"

@@ -54,12 +54,13 @@ trap 'rm -rf "$work"' EXIT
 echo "prepare_corpus: $CORPUS $RELEASE $SRC_LANG-$TGT_LANG from $opus_dir" >&2
 "${nmtfrag[@]}" opus2tsv --recipe "$recipe" --opus-dir "$opus_dir" --out "$work/docs.tsv"
 
-mkdir -p "$out"
-mv "$work/docs.tsv" "$out/docs.tsv"
-"${nmtfrag[@]}" split --docs "$out/docs.tsv" --out "$out" \
+# split reads docs.tsv from the work dir (an --out may not contain its input), then
+# docs.tsv joins the splits in OUTDIR.
+"${nmtfrag[@]}" split --docs "$work/docs.tsv" --out "$out" \
     --train "$TRAIN" --valid "$VALID" --test "$TEST" --seed "$SEED" \
     --overflow "${OVERFLOW:-cut}" --dedup "${DEDUP:-test}" \
     --src-lang "$SRC_LANG" --tgt-lang "$TGT_LANG" "$@"
+mv "$work/docs.tsv" "$out/docs.tsv"
 stats_overwrite=()
 [ $overwrite -eq 1 ] && stats_overwrite=(--overwrite)
 "${nmtfrag[@]}" stats --dir "$out" --src-lang "$SRC_LANG" --tgt-lang "$TGT_LANG" \

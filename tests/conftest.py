@@ -22,3 +22,21 @@ def tiny_model_dir(tmp_path_factory):
 
     torch.set_num_threads(1)
     return make_tiny_model_dir(str(tmp_path_factory.mktemp("tinymodel")), updates=150)
+
+
+@pytest.fixture(scope="session")
+def public_align_model(tmp_path_factory):
+    """(model dir, public PREFIX): a public alignment model learned once per session on
+    the demo corpus' valid + test text (a stand-in for public data; the DP tests'
+    private corpus is demo train). Read-only for tests."""
+    from nmtfrag.public_align import learn_model
+
+    root = tmp_path_factory.mktemp("public-align")
+    demo = os.path.join(os.path.dirname(__file__), "..", "corpora", "demo")
+    for lang in ("de", "en"):
+        with open(root / f"public.{lang}", "w", encoding="utf-8") as out:
+            for part in ("valid", "test"):
+                with open(os.path.join(demo, f"{part}.{lang}"), encoding="utf-8") as f:
+                    out.write(f.read())
+    learn_model(str(root / "public"), str(root / "model"))
+    return str(root / "model"), str(root / "public")

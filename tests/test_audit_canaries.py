@@ -82,3 +82,38 @@ def test_cli(tmp_path):
     missing = subprocess.run(base[:7] + [str(tmp_path / "nope"), "--tgt", tgt, "--out",
                                          str(tmp_path / "e")], capture_output=True, text=True)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+def _planted(out):
+    key = json.loads((out / "canaries.json").read_text())
+    return [(c["record"], c["secret"], tuple(c["lines"])) for c in key["canaries"]]
+
+
+def test_secrets_are_secret_unless_seeded(tmp_path):
+    """Without --seed two runs plant different secrets (and the manifest says the run
+    was not seeded); with --seed N the same ones, and the manifest records N."""
+    from nmtfrag.cli import main
+
+    src, tgt = _corpus(tmp_path, 50)
+    base = ["audit", "canaries", "insert", "--src", src, "--tgt", tgt, "--count", "4",
+            "--repeats", "1,3"]
+    for name, extra in (("s1", []), ("s2", []), ("n1", ["--seed", "9"]),
+                        ("n2", ["--seed", "9"])):
+        assert main(base + extra + ["--out", str(tmp_path / name)]) == 0
+    s1, s2 = _planted(tmp_path / "s1"), _planted(tmp_path / "s2")
+    # 12 canaries from a 10^6 / 1,600 space: two secret runs agree on all with
+    # probability far below 1e-20
+    assert [c[1] for c in s1] != [c[1] for c in s2]
+    assert _planted(tmp_path / "n1") == _planted(tmp_path / "n2")
+    assert (tmp_path / "n1" / "train.en").read_bytes() == \
+        (tmp_path / "n2" / "train.en").read_bytes()
+    for name, seeded in (("s1", False), ("n1", True)):
+        out = tmp_path / name
+        man = json.loads((out / "manifest.json").read_text())
+        assert man["randomness"]["source"] == ("seeded" if seeded else "secret")
+        assert man["params"]["seed"] == (9 if seeded else None)
+        text = (out / "manifest.json").read_text()
+        assert not any(secret in text for _, secret, _ in _planted(out))
+        key = json.loads((out / "canaries.json").read_text())
+        assert key["randomness"]["seed"] == (9 if seeded else None)
+        assert (out / "canaries.json").stat().st_mode & 0o077 == 0  # the key: owner only

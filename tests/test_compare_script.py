@@ -28,9 +28,11 @@ def _env(**extra):
 @pytest.fixture(scope="module")
 def compared(tiny_model_dir, tmp_path_factory):
     data = write_domain(tmp_path_factory.mktemp("data"), "toy", (260, 20, 30), seed=10)
+    public = tmp_path_factory.mktemp("public") / "generic"
+    write_parallel(make_corpus(300, seed=99), str(public))  # the dp-release aligner's
     runs = tmp_path_factory.mktemp("runs")
     env = _env(MODEL=tiny_model_dir, DATA_ROOT=str(data), RUNS=str(runs),
-               APPROACHES=CELLS, TRAIN_LINES="200")
+               APPROACHES=CELLS, TRAIN_LINES="200", ALIGN_PUBLIC=str(public))
     proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "compare.sh"), "toy"],
                           env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -42,7 +44,12 @@ def _manifest(path):
 
 
 def test_every_cell_has_the_budget_of_one_sentence_pass(compared):
-    out, _, _ = compared
+    out, env, _ = compared
+    # the DP release aligned with the model learned on ALIGN_PUBLIC, cached in RUNS
+    owner = _manifest(out / "rel-dp-release" / "owner")
+    assert owner["params"]["aligner"].startswith("public model")
+    assert owner["public_aligner"]["align_model"] == os.path.join(env["RUNS"], "align-model")
+    assert _manifest(out.parent / "align-model")["public"]["pairs_used"] == 300
     budget = _manifest(out / "ft-sent")["result"]["num_updates"]
     n_train = 200 + 1 * (1 + 5)  # the sample plus the planted canaries
     assert _manifest(out / "ft-sent")["counts"]["train"]["pairs"] == n_train
@@ -133,6 +140,21 @@ def test_missing_domain_files_are_named(tiny_model_dir, tmp_path):
                                    RUNS=str(tmp_path / "r")),
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "d/train.de: no such file" in proc.stderr
+
+
+def test_dp_release_without_public_text_is_a_usage_error(tiny_model_dir, tmp_path):
+    data = write_domain(tmp_path / "data", "d", (20, 5, 5))
+    env = _env(MODEL=tiny_model_dir, DATA_ROOT=data, RUNS=str(tmp_path / "r"),
+               APPROACHES="sent dp-release")
+    env.pop("ALIGN_PUBLIC", None)
+    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "compare.sh"), "d"],
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == 2 and "needs ALIGN_PUBLIC" in proc.stderr
+    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "compare.sh"), "d"],
+                          env=dict(env, ALIGN_PUBLIC=str(tmp_path / "none")),
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "none.de not found" in proc.stderr
+    assert not (tmp_path / "r").exists()
 
 
 def test_unknown_cell_is_a_usage_error(tiny_model_dir, tmp_path):

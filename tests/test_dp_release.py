@@ -74,14 +74,19 @@ def test_cap_bounds_each_units_contribution():
 
 
 @pytest.fixture(scope="module")
-def demo_alignment(tmp_path_factory):
-    """A diagonal alignment of the demo corpus: extraction without eflomal."""
+def demo_alignment(tmp_path_factory, public_align_model):
+    """The demo corpus aligned (whitespace tokens) by the public model --dp requires,
+    recomputed here pair by pair: the reference the releases are checked against."""
+    from nmtfrag.public_align import PublicAligner
+    from nmtfrag.symmetrize import format_pharaoh
+
     root = tmp_path_factory.mktemp("dprel")
     src = open(os.path.join(DEMO, "train.de"), encoding="utf-8").read().splitlines()
     tgt = open(os.path.join(DEMO, "train.en"), encoding="utf-8").read().splitlines()
-    lines = [" ".join(f"{i}-{i}" for i in range(min(len(s.split()), len(t.split()))))
-             for s, t in zip(src, tgt)]
-    (root / "align").write_text("\n".join(lines) + "\n")
+    model_dir = public_align_model[0]
+    aligner = PublicAligner(model_dir)
+    lines = [format_pharaoh(aligner.align(s.split(), t.split())) for s, t in zip(src, tgt)]
+    (root / "model").symlink_to(model_dir)
     return root, src, tgt, lines
 
 
@@ -97,7 +102,7 @@ def corpus_pairs(src, tgt, lines):
 
 def dp_argv(root, out, *extra):
     return ["extract", "--src", os.path.join(DEMO, "train.de"),
-            "--tgt", os.path.join(DEMO, "train.en"), "--alignments", str(root / "align"),
+            "--tgt", os.path.join(DEMO, "train.en"), "--align-model", str(root / "model"),
             "--pretokenized", "--out", str(root / out), "--dp", "--epsilon", "8",
             "--delta", "1e-4", "--unit-cap", "8", *extra]
 

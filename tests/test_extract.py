@@ -244,7 +244,7 @@ def test_refuses_to_write_over_an_input(tmp_path, capsys):
     ali.write_text("0-0 1-1\n")
     code = run_cli("extract", "--src", src, "--tgt", tgt, "--out", tmp_path,
                    "--alignments", ali, "--pretokenized")
-    assert code == 2 and "overwrite input" in capsys.readouterr().err
+    assert code == 2 and "contains the input file" in capsys.readouterr().err
     assert read(src) == "eins zwei\n"
 
 

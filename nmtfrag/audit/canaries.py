@@ -19,6 +19,9 @@ Design choices (why):
   the reference for "not memorised" (it should be near zero).
 - Templates contain nothing Moses tokenisation or escaping would change, so the planted
   lines are the same whether the corpus is raw or already tokenised.
+- Secrets, record numbers and positions come from the operating system's
+  cryptographic source unless a seed is given: a canary whose secret an attacker can
+  replay from a known seed measures nothing (`nmtfrag.randomness`).
 - The input corpus is never modified; a new corpus, `canaries.json` (the key: keep it
   with the data owner) and `manifest.json` are written.
 """
@@ -29,6 +32,7 @@ from ..corpus import validate_parallel
 from ..errors import InputError
 from ..fileio import (MANIFEST, atomic_writer, check_not_input, prepare_output_dir,
                       sha256_file, tool_versions, write_json)
+from ..randomness import resolve_seed
 
 DIGITS = [str(d) for d in range(10)]
 FIRST_NAMES = ["Anna", "Bernd", "Clara", "Dieter", "Elena", "Frank", "Greta", "Hans",
@@ -83,10 +87,20 @@ def index_of_secret(space, secret):
     return index
 
 
-def make_canaries(count, repeats, seed, kinds=("dosage", "name"), unseen=None,
+def _rng(seed, stream=0):
+    """A `random.Random`-like generator: seeded (stream `stream` of an int seed) when
+    the seed is reproducible, else the OS's cryptographic source."""
+    seed = resolve_seed(seed)
+    if not seed.reproducible:
+        return random.SystemRandom()
+    return random.Random(seed.value + stream)
+
+
+def make_canaries(count, repeats, seed=None, kinds=("dosage", "name"), unseen=None,
                   templates=None):
     """Canary records: `count` per repeat value (kinds alternating), plus `unseen`
-    (default `count`) with repeats 0. Record numbers and secrets are distinct."""
+    (default `count`) with repeats 0. Record numbers and secrets are distinct; drawn
+    from `seed` (int or randomness.Seed) or, with None, secret randomness."""
     templates = templates or KINDS
     for k in kinds:
         if k not in templates:
@@ -95,7 +109,7 @@ def make_canaries(count, repeats, seed, kinds=("dosage", "name"), unseen=None,
         raise InputError("--count must be at least 1")
     if any(r < 1 for r in repeats):
         raise InputError("--repeats must be positive integers")
-    rng = random.Random(seed)
+    rng = _rng(seed)
     unseen = count if unseen is None else unseen
     plan = [r for r in repeats for _ in range(count)] + [0] * unseen
     used_ids, used_secrets, out = set(), set(), []
@@ -125,22 +139,25 @@ def make_canaries(count, repeats, seed, kinds=("dosage", "name"), unseen=None,
     return out
 
 
-def insert_canaries(src, tgt, out, *, count=20, repeats=(1, 10, 100), seed=1,
+def insert_canaries(src, tgt, out, *, count=20, repeats=(1, 10, 100), seed=None,
                     kinds=("dosage", "name"), unseen=None, overwrite=False):
     """Write out/<src name>, out/<tgt name> (the corpus with canaries at random
-    positions), out/canaries.json and out/manifest.json. Returns the canaries."""
+    positions), out/canaries.json (mode 0600: the secrets, and the seed if one was
+    given) and out/manifest.json (whether the run was seeded, never the secrets).
+    Returns the canaries. `seed` None: secret randomness."""
+    seed = resolve_seed(seed)
     n_lines = validate_parallel(src, tgt)
     canaries = make_canaries(count, repeats, seed, kinds, unseen)
     src_name, tgt_name = os.path.basename(src), os.path.basename(tgt)
     if src_name == tgt_name:
         raise InputError(f"{src} and {tgt} have the same file name")
-    out = prepare_output_dir(out, overwrite)
+    out = prepare_output_dir(out, overwrite, inputs=[src, tgt], kind="nmtfrag-canaried-corpus")
     out_src, out_tgt = os.path.join(out, src_name), os.path.join(out, tgt_name)
     for p in (out_src, out_tgt):
         check_not_input(p, [src, tgt])
     planted = [c for c in canaries if c["repeats"] > 0]
     inserts = [i for i, c in enumerate(planted) for _ in range(c["repeats"])]
-    rng = random.Random(seed + 1)
+    rng = _rng(seed, 1)
     total = n_lines + len(inserts)
     slots = sorted(rng.sample(range(total), len(inserts)))
     rng.shuffle(inserts)
@@ -162,14 +179,17 @@ def insert_canaries(src, tgt, out, *, count=20, repeats=(1, 10, 100), seed=1,
                 s, t = next(lines)
                 ws.write(s if s.endswith("\n") else s + "\n")
                 wt.write(t if t.endswith("\n") else t + "\n")
-    key = {"kind": "nmtfrag-canaries", "seed": seed, "corpus_lines": n_lines,
+    key = {"kind": "nmtfrag-canaries", "randomness": seed.owner_record(),
+           "corpus_lines": n_lines,
            "output_lines": total, "files": {"src": src_name, "tgt": tgt_name},
            "canaries": canaries}
-    write_json(os.path.join(out, "canaries.json"), key)
+    write_json(os.path.join(out, "canaries.json"), key, private=True)
     write_json(os.path.join(out, MANIFEST), {
         "kind": "nmtfrag-canaried-corpus",
-        "params": {"count": count, "repeats": list(repeats), "seed": seed,
+        "params": {"count": count, "repeats": list(repeats),
+                   "seed": seed.value if seed.reproducible else None,
                    "kinds": list(kinds), "unseen": sum(1 for c in canaries if not c["repeats"])},
+        "randomness": seed.public_record(),
         "inputs": {"src": sha256_file(src), "tgt": sha256_file(tgt)},
         "counts": {"input_lines": n_lines, "canaries": len(canaries),
                    "planted_canaries": len(planted), "inserted_lines": len(inserts),

@@ -312,7 +312,7 @@ def compare_runs(runs_yaml, out, overwrite=False):
     spec = read_runs(runs_yaml)
     base = os.path.dirname(os.path.abspath(runs_yaml))
     rows, inputs = collect(spec, base)
-    out = prepare_output_dir(out, overwrite)
+    out = prepare_output_dir(out, overwrite, inputs=[runs_yaml], kind="nmtfrag-comparison")
     title = str(spec.get("title", "comparison"))
     report = {"kind": "nmtfrag-comparison", "title": title, "runs": rows}
     write_json(os.path.join(out, "report.json"), report)

@@ -204,21 +204,28 @@ def summarize(rows):
 
 
 def audit_exposure(model, canaries_path, out, *, src_lang="de", tgt_lang="en",
-                   checkpoint=None, enumerate_limit=10000, samples=2000, seed=1, beam=5,
+                   checkpoint=None, enumerate_limit=10000, samples=2000, seed=None, beam=5,
                    batch_size=256, overwrite=False, show_progress=False):
-    """Load `model` (a WMT19-layout dir), measure every canary, write the report."""
+    """Load `model` (a WMT19-layout dir), measure every canary, write the report.
+    `seed` None: the candidate sample comes from secret randomness."""
     from ..generate import Translator
+    from ..randomness import resolve_seed
+
+    seed = resolve_seed(seed)
 
     canaries = read_canaries(canaries_path)
-    out = prepare_output_dir(out, overwrite)
+    out = prepare_output_dir(out, overwrite, inputs=[model, canaries_path],
+                             kind="nmtfrag-exposure-audit")
     translator = Translator(model, src_lang, tgt_lang, checkpoint=checkpoint, beam=beam)
     rows, summary = measure_exposure(translator, canaries, enumerate_limit=enumerate_limit,
-                                     samples=samples, seed=seed, show_progress=show_progress,
+                                     samples=samples, seed=seed.value,
+                                     show_progress=show_progress,
                                      batch_size=batch_size)
     report = {"kind": "nmtfrag-exposure-audit", "model": os.path.abspath(model),
               "canaries_file": os.path.abspath(canaries_path),
               "params": {"enumerate_limit": enumerate_limit, "samples": samples,
-                         "seed": seed, "beam": beam},
+                         "seed": seed.value if seed.reproducible else None, "beam": beam,
+                         "randomness": seed.source},
               "summary_by_repeats": summary, "canaries": rows}
     write_json(os.path.join(out, "report.json"), report)
     with atomic_writer(os.path.join(out, "report.md")) as f:

@@ -107,17 +107,22 @@ def sample_pairs(pairs, limit, seed):
 
 
 def audit_membership(model, members, nonmembers, out, *, reference=None, src_lang="de",
-                     tgt_lang="en", mode="raw", max_pairs=None, seed=1, checkpoint=None,
-                     device="cpu", batch_size=64, overwrite=False):
+                     tgt_lang="en", mode="raw", max_pairs=None, seed=None, checkpoint=None,
+                     device="cpu", batch_size=64, overwrite=False, input_paths=()):
     """Run the attack on `model` (and calibrate with `reference`); write the report.
 
     `members`/`nonmembers` are lists of (src, tgt) pairs: training pairs of the model and
-    held-out pairs of the same distribution."""
+    held-out pairs of the same distribution; `input_paths` the files they were read from
+    (OUT may not hold them). `seed` None: the pair sample uses secret randomness."""
     from ..generate import Translator
+    from ..randomness import resolve_seed
 
-    members = sample_pairs(members, max_pairs, seed)
-    nonmembers = sample_pairs(nonmembers, max_pairs, seed + 1)
-    out = prepare_output_dir(out, overwrite)
+    seed = resolve_seed(seed)
+
+    members = sample_pairs(members, max_pairs, seed.value)
+    nonmembers = sample_pairs(nonmembers, max_pairs, seed.value + 1)
+    out = prepare_output_dir(out, overwrite, inputs=[model, reference, input_paths],
+                             kind="nmtfrag-membership-audit")
 
     def losses(model_dir):
         tr = Translator(model_dir, src_lang, tgt_lang, checkpoint=checkpoint, device=device)
@@ -144,7 +149,9 @@ def audit_membership(model, members, nonmembers, out, *, reference=None, src_lan
         f.write(render_markdown(report))
     write_json(os.path.join(out, MANIFEST), {  # last: the output is complete
         "kind": "nmtfrag-membership-audit",
-        "params": {"text_mode": mode, "max_pairs": max_pairs, "seed": seed,
+        "params": {"text_mode": mode, "max_pairs": max_pairs,
+                   "seed": seed.value if seed.reproducible else None,
+                   "randomness": seed.source,
                    "checkpoint": checkpoint, "calibrated": reference is not None},
         "counts": {"members": len(members), "non_members": len(nonmembers)},
         "files": ["report.json", "report.md"],

@@ -291,7 +291,8 @@ def audit_reconstruction(release, src, tgt, out, *, min_overlap=None, pretokeniz
     modes = ("conservative", "greedy") if mode == "both" else (mode,)
     pairs, info = read_release(release)
     validate_parallel(src, tgt)
-    out = prepare_output_dir(out, overwrite)
+    out = prepare_output_dir(out, overwrite, inputs=[release, src, tgt],
+                             kind="nmtfrag-reconstruction-audit")
     params = info["params"]
     if max_len is None:
         max_len = params.get("max_len") or info["max_len_observed"]

@@ -6,8 +6,9 @@
       release; conservative floor and greedy guesses side by side), then score it
       against the original corpus: a lower bound on what the release leaks
   nmtfrag audit canaries insert --src train.de --tgt train.en --count 20 \\
-      --repeats 1,10,100 --seed 1 --out canaried/
-      plant synthetic sentence pairs carrying random secrets (new corpus + canaries.json)
+      --repeats 1,10,100 --out canaried/
+      plant synthetic sentence pairs carrying random secrets (new corpus + canaries.json;
+      secret randomness unless --seed)
   nmtfrag audit exposure --model adapted/ --canaries canaried/canaries.json --out audit/
       exposure of each planted secret and whether beam search outputs it verbatim
   nmtfrag audit membership --model adapted/ --members train.de train.en \\
@@ -84,7 +85,7 @@ def add_arguments(p):
               "with the data owner) and OUT/manifest.json. --count canaries per repeat "
               "value, plus --unseen canaries never inserted (the reference for exposure)."
               "\n\nexample:\n  nmtfrag audit canaries insert --src train.de --tgt train.en "
-              "--count 20 --repeats 1,10,100 --seed 1 --out canaried/")
+              "--count 20 --repeats 1,10,100 --out canaried/")
     ci.add_argument("--src", required=True, metavar="FILE", help="source side of the corpus")
     ci.add_argument("--tgt", required=True, metavar="FILE", help="target side")
     ci.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -97,7 +98,10 @@ def add_arguments(p):
     ci.add_argument("--kinds", default="dosage,name", metavar="LIST",
                     help="secret kinds, alternating: dosage (6 digits, |R|=10^6), name "
                          "(first name + surname, |R|=1600) (default: dosage,name)")
-    ci.add_argument("--seed", type=int, default=1, help="seed (default: 1)")
+    ci.add_argument("--seed", type=int, default=None,
+                    help="seed: reproducible, but then the secrets are predictable by "
+                         "whoever knows it (default: secret randomness from the operating "
+                         "system)")
     ci.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
     ci.set_defaults(_audit_run=_run_canaries_insert)
 
@@ -127,7 +131,8 @@ def add_arguments(p):
                    help="candidates scored per forward pass (default: 256)")
     e.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch CPU threads (default: torch's choice)")
-    e.add_argument("--seed", type=int, default=1, help="seed for sampling (default: 1)")
+    e.add_argument("--seed", type=int, default=None,
+                   help="seed of the candidate sample (default: secret randomness)")
     e.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
     e.set_defaults(_audit_run=_run_exposure)
 
@@ -164,7 +169,8 @@ def add_arguments(p):
     mi.add_argument("--batch-size", type=int, default=64, metavar="N")
     mi.add_argument("--threads", type=int, default=None, metavar="N",
                     help="torch CPU threads (default: torch's choice)")
-    mi.add_argument("--seed", type=int, default=1, help="seed of the pair sample (default 1)")
+    mi.add_argument("--seed", type=int, default=None,
+                    help="seed of the pair sample (default: secret randomness)")
     mi.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
     mi.set_defaults(_audit_run=_run_membership)
 
@@ -271,7 +277,9 @@ def _run_membership(args):
         src_lang=args.src_lang, tgt_lang=args.tgt_lang,
         mode="moses" if args.pretokenized else "raw", max_pairs=args.max_pairs,
         seed=args.seed, checkpoint=args.checkpoint, device=args.device,
-        batch_size=args.batch_size, overwrite=args.overwrite)
+        batch_size=args.batch_size, overwrite=args.overwrite,
+        input_paths=[p + x for p in args.members + args.non_members
+                     for x in ("", f".{args.src_lang}", f".{args.tgt_lang}")])
     print(f"nmtfrag audit membership: AUC {rep['auc']:.3f}, TPR at 1% FPR "
           f"{rep['tpr_at_1pct_fpr']:.3f} ({rep['members']} members, {rep['non_members']} "
           f"non-members); report in {args.out}", file=sys.stderr)

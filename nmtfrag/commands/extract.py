@@ -1,6 +1,7 @@
 """Build a fragmentation release from a confidential parallel corpus.
 
-Aligns the sentence pairs (eflomal, or --alignments), extracts every phrase pair
+Aligns the sentence pairs (eflomal, --alignments, or a model learned on public text with
+--align-public/--align-model: required with --dp), extracts every phrase pair
 consistent with the alignment (Moses `extract` semantics, at most --max-len words on each
 side), shuffles all occurrences, keeps a random --sample-rate share, optionally wraps each
 side in <P> ... </P>, and writes OUT/phrases.<src-lang>, OUT/phrases.<tgt-lang> and
@@ -43,7 +44,7 @@ def add_arguments(p):
     al = p.add_argument_group("alignment")
     al.add_argument("--symmetrize", default="union",
                     choices=["union", "intersection", "grow-diag-final-and"],
-                    help="how eflomal's forward and reverse alignments are combined "
+                    help="how the forward and reverse alignments are combined "
                          "(default: union, as in Kim et al. 2021)")
     al.add_argument("--alignments", metavar="FILE",
                     help="use this symmetrised Pharaoh alignment (one line per input "
@@ -52,7 +53,17 @@ def add_arguments(p):
                          "run")
     al.add_argument("--priors", metavar="FILE",
                     help="eflomal priors learned on PUBLIC data (eflomal-makepriors); a "
-                         "priors file made from private data must never be released")
+                         "priors file made from private data must never be released "
+                         "(not with --dp)")
+    al.add_argument("--align-public", metavar="PREFIX",
+                    help="align each sentence pair on its own with a model learned on "
+                         "PUBLIC parallel text PREFIX.<src-lang> / PREFIX.<tgt-lang> "
+                         "instead of eflomal on the corpus (required with --dp, or "
+                         "--align-model)")
+    al.add_argument("--align-model", metavar="DIR",
+                    help="the public alignment model to use; with --align-public it is "
+                         "learned into DIR on first use and reused after "
+                         "(`nmtfrag align-model` learns one)")
 
     ph = p.add_argument_group("phrase pairs")
     ph.add_argument("--max-len", type=int, default=4, metavar="N",
@@ -153,7 +164,8 @@ def run(args):
         allow_whole_sentences=args.allow_whole_sentences,
         keep_alignments=args.keep_alignments, work_dir=args.work_dir,
         keep_work=args.keep_work, overwrite=args.overwrite, verbose=args.verbose, dp=dp,
-        documents=args.documents)
+        documents=args.documents, align_public=args.align_public,
+        align_model=args.align_model)
     c = result.owner["counts"]  # owner-side counts: fine on the owner's terminal
     whole = (f"{c['whole_sentence_occurrences_dropped']} whole-sentence ones dropped"
              if not args.allow_whole_sentences else

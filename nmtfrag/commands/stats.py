@@ -64,7 +64,8 @@ def run(args):
     if not corpora:
         raise InputError("nothing to count: give --src/--tgt or --dir")
 
-    out = prepare_output_dir(args.out, args.overwrite) if args.out else None
+    out = prepare_output_dir(args.out, args.overwrite, inputs=[c[1:] for c in corpora]) \
+        if args.out else None
     results = [corpus_stats(s, t, name=n, src_lang=args.src_lang,
                             tgt_lang=args.tgt_lang, tokenize=args.tokenize)
                for n, s, t in corpora]

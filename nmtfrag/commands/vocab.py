@@ -79,7 +79,8 @@ def run(args):
     # before any tokenising: n ≤ the line count, so δ_V ≥ 1/lines means δ_V ≥ 1/n
     vocab.check_vocab_delta(args.delta, n_lines, "input lines")
     existed = os.path.isdir(args.out)
-    out = prepare_output_dir(args.out, args.overwrite)
+    out = prepare_output_dir(args.out, args.overwrite, inputs=[args.src, args.tgt],
+                             kind="nmtfrag-dp-vocabulary")
     skips = SkipLog()
 
     def pairs():

@@ -486,7 +486,8 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
     accounting.check_composable(unit_key(config), vocab_privacy, earlier)
     if base_note.get("warning"):
         print(f"warning: {base_note['warning']}", file=sys.stderr)
-    out = prepare_output_dir(job.out, job.overwrite)
+    out = prepare_output_dir(job.out, job.overwrite, kind="nmtfrag-finetuned-model", inputs=[
+        md.path, job.train, src_path, tgt_path, job.valid_src, job.valid_tgt, config.documents])
     _clean_stale_work(out)
     for f in (MANIFEST, "privacy.json", "train.log", os.path.join(OWNER_DIR, MANIFEST)):
         if os.path.exists(os.path.join(out, f)):
