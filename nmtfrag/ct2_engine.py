@@ -56,7 +56,7 @@ import tempfile
 
 from .errors import InputError
 from .fileio import sha256_file, write_json
-from .generate import BaseTranslator
+from .generate import MAX_LEN_A, MAX_LEN_B, BaseTranslator
 
 CT2_VERSION = "4.8.5"  # the version setup.py's `ct2` extra pins and the tests ran with
 COMPUTE_TYPES = ("float32", "int8")
@@ -182,8 +182,9 @@ class CT2Translator(BaseTranslator):
     engine = "ctranslate2"
 
     def __init__(self, model_dir, src_lang="de", tgt_lang="en", checkpoint=None,
-                 device="cpu", fp16=False, beam=5, lenpen=1.0, max_len_a=1.2,
-                 max_len_b=10, max_tokens=4000, batch_size=None, compute_type="float32",
+                 device="cpu", fp16=False, beam=5, lenpen=1.0, max_len_a=MAX_LEN_A,
+                 max_len_b=MAX_LEN_B, max_tokens=4000, batch_size=None,
+                 compute_type="float32",
                  cache_dir=None, threads=None):
         ct2 = import_ctranslate2()
         if fp16:

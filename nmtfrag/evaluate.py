@@ -153,8 +153,12 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
              tokenized=False, baseline=None, plot=False, first=None, beam=5,
              max_tokens=4000, batch_size=None, device="cpu", fp16=False, checkpoint=None,
              bootstrap_samples=1000, overwrite=False, name=None, show_progress=False,
-             engine="fairseq", compute_type=None, ct2_cache=None, threads=None):
+             engine="fairseq", compute_type=None, ct2_cache=None, threads=None,
+             max_len_a=None, max_len_b=None):
     """Translate `src` with `model` (or take `hyp`), score against `ref`, write reports.
+
+    The output length limit (`max_len_a`, `max_len_b`) defaults to fairseq's (0, 200);
+    the report records the values used.
 
     Returns the report dict (also OUT/report.json).
     """
@@ -183,13 +187,15 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
     if model is not None:
         import time
 
-        from .generate import load_translator
+        from .generate import MAX_LEN_A, MAX_LEN_B, load_translator
 
         tr = load_translator(model, engine, compute_type=compute_type,
                              ct2_cache=ct2_cache, threads=threads, src_lang=src_lang,
                              tgt_lang=tgt_lang, checkpoint=checkpoint, device=device,
                              fp16=fp16, beam=beam, max_tokens=max_tokens,
-                             batch_size=batch_size)
+                             batch_size=batch_size,
+                             max_len_a=MAX_LEN_A if max_len_a is None else max_len_a,
+                             max_len_b=MAX_LEN_B if max_len_b is None else max_len_b)
         t0 = time.perf_counter()
         hyps = tr.translate(src_lines, mode="moses" if tokenized else "raw",
                             show_progress=show_progress)
@@ -253,6 +259,8 @@ def render_markdown(report, base_report=None):
         ct = gen.get("compute_type")
         engine = (f" Translated with {gen['engine']}" + (f" ({ct})" if ct else "") +
                   f", beam {gen.get('beam')}" +
+                  (f", at most int({gen['max_len_a']:g} × source tokens + "
+                   f"{gen['max_len_b']}) output tokens" if "max_len_a" in gen else "") +
                   (f", in {gen['translation_seconds']} s" if "translation_seconds" in gen
                    else "") + ".")
     lines = [f"# Evaluation: {report['name']}", "",

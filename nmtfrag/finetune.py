@@ -352,8 +352,8 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
     """
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     from .bpe import BPE, TAGS
-    from .model_dir import (grow_state, load_state, save_state, validate_model_dir,
-                            write_dict_with, write_model_dir)
+    from .model_dir import (grow_state, load_state, member_to_adapt, save_state,
+                            validate_model_dir, write_dict_with, write_model_dir)
 
     if not (max_updates or max_epochs):
         raise InputError("give a training budget: --max-updates and/or --max-epochs")
@@ -366,10 +366,10 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
 
         if not torch.cuda.is_available():
             raise InputError("--device cuda but torch sees no CUDA device")
-    md = validate_model_dir(model, src_lang, tgt_lang, checkpoint)
-    if len(md.checkpoints) > 1:
-        logger.warning("ensemble model dir: fine-tuning its first member %s",
-                       md.checkpoints[0])
+    md, note = member_to_adapt(validate_model_dir(model, src_lang, tgt_lang, checkpoint),
+                               checkpoint)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     src_path, tgt_path, mode, train_info = resolve_train(train, src_lang, tgt_lang,
                                                          pretokenized)
     valid_mode = "moses" if pretokenized else "raw"
@@ -491,6 +491,7 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
                         "bpecodes"],
         "params": {
             "base_model": md.path, "checkpoint": os.path.basename(md.checkpoints[0]),
+            "base_ensemble_members": md.ensemble_members,
             "train": train if isinstance(train, str) else list(train),
             "train_kind": train_info["kind"], "train_text_mode": mode,
             "valid_src": os.path.abspath(valid_src), "valid_tgt": os.path.abspath(valid_tgt),

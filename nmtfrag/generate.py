@@ -17,12 +17,21 @@ the decoding of one batch from `BaseTranslator`: BPE encoding, dictionary ids an
 truncation, fairseq's batching (so both engines see the same batches, and the per-batch
 maximum output length is the same), the one-line-per-input check and decoding back to
 text. `load_translator` picks one.
+
+Output length: at most int(max_len_a × source tokens + max_len_b) subword tokens, capped
+by the decoder's positions; the defaults are fairseq-generate's and the hub's (a 0,
+b 200), so an output is the one fairseq would give. Both engines apply the same limit
+to the same batches.
 """
 import os
 
 from .errors import InputError
 
 ENGINES = ("fairseq", "ctranslate2")
+# fairseq-generate's and the hub's defaults: an output may have int(a × source length +
+# b) tokens, i.e. 200 whatever the source length. A cap tied to the source (e.g. 1.2 ×
+# length + 10) cuts long or copy-then-translate outputs and changes BLEU.
+MAX_LEN_A, MAX_LEN_B = 0.0, 200
 
 
 def load_translator(model_dir, engine="fairseq", *, compute_type=None, ct2_cache=None,
@@ -33,6 +42,7 @@ def load_translator(model_dir, engine="fairseq", *, compute_type=None, ct2_cache
     intra-op threads; default torch's thread count); giving the first two to the fairseq
     engine is a usage error.
     """
+    check_max_len(kwargs.get("max_len_a", MAX_LEN_A), kwargs.get("max_len_b", MAX_LEN_B))
     if engine == "fairseq":
         if compute_type is not None:
             raise InputError("--compute-type applies to --engine ctranslate2 only "
@@ -46,6 +56,15 @@ def load_translator(model_dir, engine="fairseq", *, compute_type=None, ct2_cache
         return CT2Translator(model_dir, compute_type=compute_type or "float32",
                              cache_dir=ct2_cache, threads=threads, **kwargs)
     raise InputError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
+
+
+def check_max_len(a, b):
+    """Refuse a length limit that would allow no output token (fairseq would fail later,
+    in the middle of a batch, with an assertion)."""
+    if a < 0 or b < 0 or int(a * 2 + b) < 1:
+        raise InputError(f"--max-len-a {a} --max-len-b {b}: the output limit int(a × "
+                         f"source length + b) must be at least 1 token (fairseq's "
+                         f"defaults: a {MAX_LEN_A:g}, b {MAX_LEN_B})")
 
 
 class BaseTranslator:
@@ -156,8 +175,8 @@ class Translator(BaseTranslator):
     engine = "fairseq"
 
     def __init__(self, model_dir, src_lang="de", tgt_lang="en", checkpoint=None,
-                 device="cpu", fp16=False, beam=5, lenpen=1.0, max_len_a=1.2,
-                 max_len_b=10, max_tokens=4000, batch_size=None):
+                 device="cpu", fp16=False, beam=5, lenpen=1.0, max_len_a=MAX_LEN_A,
+                 max_len_b=MAX_LEN_B, max_tokens=4000, batch_size=None):
         os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
         import torch
         from fairseq import checkpoint_utils, utils

@@ -20,7 +20,7 @@ tied matrices stay identical.
 import os
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .errors import InputError
 from .fileio import atomic_writer
@@ -46,6 +46,7 @@ class ModelDir:
     tgt_dict: str
     bpecodes: str
     arch: dict = field(default_factory=dict)  # model args read from the first checkpoint
+    ensemble_members: list = field(default_factory=list)  # names, set by member_to_adapt
 
     @property
     def checkpoint_file(self):
@@ -205,6 +206,30 @@ def validate_model_dir(path, src_lang="de", tgt_lang="en", checkpoint=None):
                              f"dict.{src_lang}.txt and dict.{tgt_lang}.txt differ")
     return ModelDir(path=path, checkpoints=ckpts, src_lang=src_lang, tgt_lang=tgt_lang,
                     src_dict=src_dict, tgt_dict=tgt_dict, bpecodes=codes, arch=arch)
+
+
+def member_to_adapt(md, checkpoint=None):
+    """The one checkpoint fine-tuning adapts, as a ModelDir of that member, and a note.
+
+    Training adapts one network: an ensemble directory (model1.pt … modelN.pt) is
+    adapted member by member. Without `checkpoint` the first member is adapted and the
+    note says so (and how to pick another); naming several members is refused, since one
+    run cannot train several networks. Returns (ModelDir, note or None).
+    """
+    names = [os.path.basename(c) for c in md.checkpoints]
+    if checkpoint and len(names) > 1:
+        raise InputError(f"--checkpoint {checkpoint}: fine-tuning adapts one checkpoint; "
+                         f"run it once per member (--checkpoint {names[0]}, then "
+                         f"{names[1]}, …) into separate output dirs")
+    note = None
+    if len(names) > 1:
+        note = (f"{md.path} is an ensemble of {len(names)} members ({', '.join(names)}): "
+                f"adapting {names[0]} only; --checkpoint {names[1]} adapts another")
+    try:  # what the directory holds, whichever member was named
+        members = [os.path.basename(c) for c in find_checkpoints(md.path)]
+    except InputError:  # only custom-named checkpoints
+        members = names
+    return replace(md, checkpoints=md.checkpoints[:1], ensemble_members=members), note
 
 
 def write_dict_with(src_path, dst_path, new_symbols):

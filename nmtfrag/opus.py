@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from .errors import InputError
 from .fileio import atomic_writer
 
-XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
-INLINE_CODES = {"bpt", "ept", "ph", "it", "ut"}  # TMX markup whose content is not text
 
 
 class MissingDownload(InputError):
@@ -290,68 +288,30 @@ def xces_pairs(align, src_docs, tgt_docs, doc_key="src", doc_regex=None, log=Non
 
 # --- TMX --------------------------------------------------------------------------------
 
-def _seg_text(seg):
-    """Text of a TMX <seg>, without the content of inline codes (bpt, ept, ph, …)."""
-    parts = [seg.text or ""]
-    for child in seg:
-        if child.tag not in INLINE_CODES:
-            parts.append(_seg_text(child))
-        parts.append(child.tail or "")
-    return "".join(parts)
-
-
-def _lang_matches(code, lang):
-    code = (code or "").lower().replace("_", "-")
-    return code == lang.lower() or code.startswith(lang.lower() + "-")
-
-
 def tmx_pairs(tmx, src_lang, tgt_lang, doc_prop=None, log=None):
     """Yield (doc_id, src, tgt) from a TMX file; the document is <prop type=doc_prop>.
 
+    Read by nmtfrag.tmx (the one TMX reader: language variants, inline markup, streaming).
     A <tu> without a segment in both languages is skipped and counted; a <tu> without
     the document property is refused (its document is unknown).
     """
+    from .tmx import TmxLog, first_unit_props, read_tmx
+
     log = log if log is not None else ConversionLog()
-    seen = set()
-    n_tu = 0
-    try:
-        with FileRef(tmx).open_binary() as f:
-            for _, el in ET.iterparse(f, events=("end",)):
-                if el.tag != "tu":
-                    continue
-                n_tu += 1
-                props = {p.get("type"): (p.text or "").strip() for p in el.iter("prop")}
-                if doc_prop is None:
-                    found = ", ".join(sorted(k for k in props if k)) or "none"
-                    raise InputError(
-                        f"{tmx}: TMX has no standard document id; pass --doc-prop NAME, "
-                        f"the <prop type=\"NAME\"> that names each unit's document "
-                        f"(props of the first <tu>: {found}). OPUS TMX files carry no "
-                        f"document ids: use the Moses download with its .ids file")
-                doc = props.get(doc_prop, "")
-                if not doc:
-                    raise InputError(f"{tmx}: <tu> number {n_tu} has no <prop type="
-                                     f"\"{doc_prop}\">: its document is unknown")
-                segs = {}
-                for tuv in el.iter("tuv"):
-                    code = tuv.get(XML_LANG) or tuv.get("lang")
-                    seg = tuv.find("seg")
-                    if seg is None:
-                        continue
-                    for lang in (src_lang, tgt_lang):
-                        if _lang_matches(code, lang) and lang not in segs:
-                            segs[lang] = _seg_text(seg)
-                el.clear()
-                if src_lang not in segs or tgt_lang not in segs:
-                    log.skip("tu_without_both_languages")
-                    continue
-                if doc not in seen:
-                    seen.add(doc)
-                    log.documents += 1
-                log.pairs += 1
-                yield doc, _clean(segs[src_lang], log), _clean(segs[tgt_lang], log)
-    except ET.ParseError as exc:
-        raise InputError(f"{tmx}: malformed XML ({exc})") from None
+    if doc_prop is None:
+        found = ", ".join(first_unit_props(tmx)) or "none"
+        raise InputError(
+            f"{tmx}: TMX has no standard document id; pass --doc-prop NAME, "
+            f"the <prop type=\"NAME\"> that names each unit's document "
+            f"(props of the first <tu>: {found}). OPUS TMX files carry no "
+            f"document ids: use the Moses download with its .ids file")
+    tlog = TmxLog()
+    for doc, src, tgt in read_tmx(tmx, src_lang, tgt_lang, doc_prop, tlog):
+        log.pairs += 1
+        yield doc, _clean(src, log), _clean(tgt, log)
+    log.documents += tlog.documents
+    for reason, n in tlog.skipped.items():
+        log.skipped[reason] = log.skipped.get(reason, 0) + n
 
 
 # --- writing ------------------------------------------------------------------------------

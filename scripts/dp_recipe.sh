@@ -16,6 +16,16 @@
 #                batches of its --logical-batch, or ceil(PASSES/Q) steps at its
 #                --sample-rate Q). The cell `nonprivate-all` is the
 #                reference the shares of gain are of (REFERENCE to pick another).
+#                Cells may use any finetune --dp option: --max-epoch via PASSES, a logical
+#                batch up to the whole data, --dp-warmup-steps, --dp-clip-mode normalize,
+#                --dp-loss mean, --dp-control (σ = 0, not private; ε column "control"),
+#                --dp-simulate-batch B_SIM (not private; ε column "sim").
+#   SIMULATE     B_SIM: a cheap sweep (Sander et al. 2023). Every DP cell of CELLS runs
+#                as the simulation sim-NAME (--dp-simulate-batch B_SIM added): the planned
+#                run's noise per averaged gradient and steps on batches of B_SIM, at about
+#                B_SIM/B of its compute. Sweep lr, clipping, batch, epochs, trained set
+#                this way, then run the chosen cells privately without SIMULATE: both
+#                land in the same table.
 #   PASSES (1)  TEST_LINES (500; 0 = all)  TRAIN_LINES (0 = all; else a seeded sample)
 #   DELTA (1e-5)  MAX_TOKENS (2048)  SEED (1)  RUNS (runs/dp-recipe)
 # Machine: DEVICE (cpu|cuda)  THREADS  ENGINE (as scripts/compare.sh)  FT_ARGS
@@ -23,12 +33,13 @@
 # RUNS/DOMAIN). A cell whose directory holds a manifest.json is skipped, so rerunning
 # continues, and a run with other CELLS adds its cells (two runs with disjoint CELLS may
 # go side by side, one CPU core each); the settings are kept in RUNS/DOMAIN/settings and
-# a rerun with other ones is refused.
+# a rerun with other ones is refused. A DP cell killed mid-run continues from its last
+# saved state (finetune --dp --resume) when the script is run again.
 set -euo pipefail
 
 # shellcheck source=scripts/study_lib.sh
 . "$(dirname "$0")/study_lib.sh"
-domain_arg "$0" 26 "$@"
+domain_arg "$0" 36 "$@"
 check_model_and_data "$D" "$0"
 
 PASSES=${PASSES:-1}
@@ -72,6 +83,12 @@ dp8-bias         --dp --target-epsilon 8 --dp-params bias --dp-lr 0.003 --logica
 dp8-bias-lr01    --dp --target-epsilon 8 --dp-params bias --dp-lr 0.01 --logical-batch 1000
 dp1-bias         --dp --target-epsilon 1 --dp-params bias --dp-lr 0.01 --logical-batch 1000
 EOF
+fi
+if [ -n "${SIMULATE:-}" ]; then  # the sweep: DP cells become their simulations
+  [[ "$SIMULATE" =~ ^[1-9][0-9]*$ ]] || { echo "error: SIMULATE must be a batch size" >&2; exit 2; }
+  awk -v b="$SIMULATE" '(" " $0 " ") ~ / --dp / { $1 = "sim-" $1; $0 = $0 " --dp-simulate-batch " b }
+                        { print }' "$RUN_CELLS" > "$RUN_CELLS.sim"
+  mv "$RUN_CELLS.sim" "$RUN_CELLS"
 fi
 # a cell keeps its options: the same name with other options is refused
 exec 4> "$OUT/.cells.lock"
@@ -124,10 +141,12 @@ while read -r -u 3 name opts; do
   if ! done_ "$OUT/ft-$name"; then
     log "fine-tune $name: $opts"
     dp=(); [[ " $opts " == *" --dp "* ]] && dp=(--delta "$DELTA")
+    again=(--overwrite)  # a killed DP cell continues where it stopped
+    if [ -f "$OUT/ft-$name/owner/dp-state.pt" ]; then again=(--resume); log "resume $name"; fi
     # shellcheck disable=SC2086
     nmtfrag finetune --model "$MODEL" "${ckpt[@]}" --train "$OWN/train.de" "$OWN/train.en" \
       --valid-src "$DATA/valid.de" --valid-tgt "$DATA/valid.en" --pretokenized \
-      --out "$OUT/ft-$name" --overwrite --max-epoch "$PASSES" --max-tokens "$MAX_TOKENS" \
+      --out "$OUT/ft-$name" "${again[@]}" --max-epoch "$PASSES" --max-tokens "$MAX_TOKENS" \
       "${dp[@]}" --seed "$SEED" -q "${dev[@]}" $opts $FT_ARGS > /dev/null
   fi
   evaluate "$name" "$OUT/ft-$name" --baseline "$OUT/eval-baseline"

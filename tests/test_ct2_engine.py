@@ -70,7 +70,7 @@ def test_float32_output_equals_fairseq(tiny_model_dir, shared_cache, beam, batch
     assert ct.settings["compute_type"] == "float32"
 
 
-@pytest.mark.parametrize("a,b", [(0, 3), (0.5, 1)])
+@pytest.mark.parametrize("a,b", [(0, 3), (0.5, 1), (1.2, 10)])
 def test_short_length_limit_equals_fairseq(tiny_model_dir, shared_cache, a, b):
     """Most hypotheses are cut by max_len: fairseq forces </s> there, we rescore them."""
     pytest.importorskip("ctranslate2")

@@ -109,7 +109,10 @@ def test_kill_9_leaves_no_corpus_in_out(setup, tmp_path):
     found = []
     for dirpath, dirs, files in os.walk(out):
         found += [os.path.relpath(os.path.join(dirpath, f), out) for f in dirs + files]
-    assert set(found) <= {"owner", os.path.join("owner", "train.log")}
+    # owner-only: the step log, and the resumable state (nmtfrag.dp.resume) if saved
+    assert set(found) <= {"owner", os.path.join("owner", "train.log"),
+                          os.path.join("owner", "dp-run.json"),
+                          os.path.join("owner", "dp-state.pt")}
     sentence = pairs[0][0]
     for dirpath, _, files in os.walk(out):
         for f in files:

@@ -99,10 +99,10 @@ def assert_no_unit_count(out, n, public=None):
         assert not _close(x * y, n), f"{out}: {x} · {y} = n"
 
 
-def _extract(root, out, *extra):
+def _extract(root, out, align_model, *extra):
     return main(["extract", "--src", str(root / "train.de"), "--tgt", str(root / "train.en"),
                  "--out", str(root / out), "--pretokenized", "--dp", "--epsilon", "8",
-                 "--delta", "1e-3", "--unit-cap", "4", *extra])
+                 "--delta", "1e-3", "--unit-cap", "4", "--align-model", align_model, *extra])
 
 
 def _finetune(root, base, out, *extra):
@@ -117,14 +117,14 @@ def _owner(root, out):
     return json.loads((root / out / "owner" / "manifest.json").read_text())
 
 
-def test_extract_dp_ships_no_unit_count(corpus):
+def test_extract_dp_ships_no_unit_count(corpus, public_align_model):
     root, _ = corpus
-    assert _extract(root, "rel-sent") == 0
+    assert _extract(root, "rel-sent", public_align_model[0]) == 0
     assert_no_unit_count(root / "rel-sent", N_PAIRS)
     assert _owner(root, "rel-sent")["dp_counts"]["units"] == N_PAIRS
     cert = json.loads((root / "rel-sent" / "privacy.json").read_text())["release"]
     assert "not shipped" in cert["neighbouring"] and "add/remove" in cert["neighbouring"]
-    assert _extract(root, "rel-doc", "--privacy-unit", "document",
+    assert _extract(root, "rel-doc", public_align_model[0], "--privacy-unit", "document",
                     "--documents", str(root / "docs.txt")) == 0
     assert_no_unit_count(root / "rel-doc", N_DOCS)
     assert _owner(root, "rel-doc")["dp_counts"]["units"] == N_DOCS

@@ -15,6 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CELLS = """# name, then nmtfrag finetune options
 nonprivate-all  --lr 0.001
 dp-lora   --dp --noise-multiplier 0.8 --dp-params lora --lora-rank 2 --dp-lr 0.01 --sample-rate 0.33 --dp-clipping ghost
+dp-lora-sim --dp --noise-multiplier 0.8 --dp-params lora --lora-rank 2 --dp-lr 0.01 --logical-batch 60 --dp-simulate-batch 20
 """
 
 
@@ -52,7 +53,7 @@ def test_cells_train_the_same_passes_and_the_table_has_their_figures(study):
 
     rows, md = table(str(out), "nonprivate-all")
     by = {r["name"]: r for r in rows}
-    assert list(by) == ["baseline", "nonprivate-all", "dp-lora"]
+    assert list(by) == ["baseline", "nonprivate-all", "dp-lora", "dp-lora-sim"]
     assert by["nonprivate-all"]["share_of_gain"] == pytest.approx(1.0)
     base, ref = by["baseline"]["bleu"], by["nonprivate-all"]["bleu"]
     if ref != base:
@@ -64,6 +65,15 @@ def test_cells_train_the_same_passes_and_the_table_has_their_figures(study):
     assert 0 <= dp["clipped_share"] <= 1 and dp["snr_mean"] > 0
     assert dp["p_value"] is not None and not by["nonprivate-all"]["dp"]
     assert "| dp-lora | lora |" in proc.stdout and (out / "table.md").read_text() == md
+    assert dp["steps"] == 6 and dp["epochs"] == pytest.approx(6 * 60 / 180)
+    assert dp["cpu_hours"] > 0 and dp["mode"] == "private"
+    # the simulated cell: the planned 6 steps on batches of 20 with σ·20/60, marked
+    sim = by["dp-lora-sim"]
+    assert sim["mode"] == "simulation" and not sim["dp"] and sim["steps"] == 6
+    assert sim["sigma"] == pytest.approx(0.8 * 20 / 60) and sim["logical_batch"] == 20
+    assert sim["epochs"] == pytest.approx(6 * 20 / 180)
+    assert "| dp-lora-sim | lora | 0.01 | sim | 0.267 | 6 × 20 |" in md
+    assert not (out / "ft-dp-lora-sim" / "privacy.json").exists()
 
 
 def test_rerun_skips_and_a_changed_cell_is_refused(study):

@@ -71,6 +71,20 @@ def make_tiny_model_dir(out_dir=None, n_train=300, n_valid=30, updates=1, seed=0
                            merges=merges, max_tokens=max_tokens, lr=lr)
 
 
+def save_as_2019_checkpoint(src_ckpt, dst_ckpt):
+    """Re-save a checkpoint the way 2019's fairseq (the WMT19 release) saved it: the
+    options as an argparse Namespace under 'args', no 'cfg', no task or criterion state."""
+    import torch
+
+    state = torch.load(src_ckpt, map_location="cpu", weights_only=False)
+    args = state.get("args") or state["cfg"]["model"]  # a Namespace with every option
+    old = {"args": args, "model": state["model"],
+           "optimizer_history": state.get("optimizer_history", []),
+           "extra_state": state.get("extra_state") or {}}
+    torch.save(old, dst_ckpt)
+    return dst_ckpt
+
+
 if __name__ == "__main__":  # quick manual check: build one and translate a sentence
     import sys
     import time

@@ -20,7 +20,7 @@ examples:
   nmtfrag evaluate --model adapted/ --src test.de --ref test.en --out eval_ct2/ \\
       --engine ctranslate2 --compute-type int8 --threads 2
 """
-from ._engine import add_engine_arguments
+from ._engine import add_engine_arguments, add_length_arguments
 
 HELP = "translate a test set and report SacreBLEU, chrF, lengths, significance"
 
@@ -63,6 +63,7 @@ def add_arguments(p):
     g.add_argument("--fp16", action="store_true")
     g.add_argument("--threads", type=int, default=None,
                    help="CPU threads (torch; and ctranslate2's, default torch's count)")
+    add_length_arguments(g)
     add_engine_arguments(g)
 
 
@@ -85,6 +86,7 @@ def run(args):
                    baseline=args.baseline, plot=args.plot, first=args.first, beam=args.beam,
                    max_tokens=args.max_tokens, batch_size=args.batch_size,
                    device=device or "cpu", fp16=args.fp16, checkpoint=args.checkpoint,
+                   max_len_a=args.max_len_a, max_len_b=args.max_len_b,
                    bootstrap_samples=args.bootstrap_samples, overwrite=args.overwrite,
                    name=args.name, show_progress=True, engine=args.engine,
                    compute_type=args.compute_type, ct2_cache=args.ct2_cache,

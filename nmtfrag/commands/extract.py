@@ -23,10 +23,13 @@ HELP = "build a release of shuffled, subsampled phrase pairs from a parallel cor
 
 def add_arguments(p):
     io = p.add_argument_group("input and output")
-    io.add_argument("--src", required=True, metavar="FILE",
+    io.add_argument("--src", metavar="FILE",
                     help="source side, one sentence per line, UTF-8 (never modified)")
-    io.add_argument("--tgt", required=True, metavar="FILE",
+    io.add_argument("--tgt", metavar="FILE",
                     help="target side, line-aligned with --src")
+    from ..tmx import add_tmx_arguments
+
+    add_tmx_arguments(io, "for --privacy-unit document, instead of --documents")
     io.add_argument("--out", required=True, metavar="DIR",
                     help="release directory to create (refused if it holds a finished "
                          "release, unless --overwrite)")
@@ -135,6 +138,13 @@ def add_arguments(p):
 
 
 def run(args):
+    from ..tmx import tmx_corpus
+
+    with tmx_corpus(args, work_dir=args.work_dir):  # --tmx: the two files, privately
+        return _run(args)
+
+
+def _run(args):
     import sys
 
     from ..errors import InputError

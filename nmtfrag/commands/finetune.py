@@ -27,11 +27,16 @@ def add_arguments(p):
                     help="model directory in the WMT19 release layout (model.pt or "
                          "model1.pt…, dict.SRC.txt, dict.TGT.txt, bpecodes)")
     io.add_argument("--checkpoint", metavar="NAME",
-                    help="checkpoint file in --model to start from (default: model.pt, "
-                         "else model1.pt)")
-    io.add_argument("--train", required=True, nargs="+", metavar="PATH",
+                    help="checkpoint file in --model to adapt (default: model.pt, else "
+                         "model1.pt, the first member of an ensemble; name model2.pt … to "
+                         "adapt another member: one member per run)")
+    io.add_argument("--train", nargs="+", metavar="PATH",
                     help="a release directory (phrases.SRC/phrases.TGT + manifest.json), "
-                         "a file prefix (PREFIX.SRC, PREFIX.TGT) or two files SRC TGT")
+                         "a file prefix (PREFIX.SRC, PREFIX.TGT), two files SRC TGT, or "
+                         "a translation memory FILE.tmx[.gz] (as --tmx)")
+    from ..tmx import add_tmx_arguments
+
+    add_tmx_arguments(io, "for --dp --privacy-unit document, instead of --documents")
     io.add_argument("--valid-src", required=True, metavar="FILE",
                     help="full-sentence validation source (early stopping)")
     io.add_argument("--valid-tgt", required=True, metavar="FILE",
@@ -53,7 +58,9 @@ def add_arguments(p):
     io.add_argument("--overwrite", action="store_true",
                     help="replace a finished or interrupted run in --out")
     io.add_argument("--resume", action="store_true",
-                    help="continue an interrupted run in --out from its last checkpoint")
+                    help="continue an interrupted run in --out from its last checkpoint "
+                         "(with --dp: from its last saved state, see --dp-save-every; the "
+                         "same settings are required)")
     io.add_argument("--keep-work", action="store_true",
                     help="keep OUT/.work (subword text and binaries of the training data)")
     io.add_argument("--keep-checkpoints", action="store_true",
@@ -102,6 +109,27 @@ def add_arguments(p):
 
 
 def run(args):
+    from ..errors import InputError
+    from ..tmx import is_tmx, tmx_corpus
+
+    if args.train and len(args.train) == 1 and is_tmx(args.train[0]):
+        if args.tmx:
+            raise InputError("give --tmx FILE or --train FILE.tmx, not both")
+        args.tmx, args.train = args.train[0], None
+    if not args.tmx:
+        if not args.train:
+            raise InputError("give --train (or --tmx FILE)")
+        return _run(args)
+    if args.train:
+        raise InputError("give --tmx or --train, not both")
+    args.train_src = args.train_tgt = None
+    with tmx_corpus(args, src="train_src", tgt="train_tgt",
+                    documents="documents" if hasattr(args, "documents") else None):
+        args.train = [args.train_src, args.train_tgt]  # converted privately, plain text
+        return _run(args)
+
+
+def _run(args):
     import json
     import sys
 
@@ -133,7 +161,8 @@ def run(args):
                  keep_checkpoints=args.keep_checkpoints, quiet=args.quiet,
                  tags=True if args.tags else None, trained=dp_cli.trainable_set(args))
     r = m["result"]
-    print(json.dumps({"out": args.out, "num_updates": r["num_updates"],
+    print(json.dumps({"out": args.out, "checkpoint": m["params"]["checkpoint"],
+                      "num_updates": r["num_updates"],
                       "valid_loss_before": r["valid_loss_before"],
                       "valid_loss_best": r["valid_loss_best"],
                       "best_checkpoint_updates": r["best_checkpoint_updates"]}),

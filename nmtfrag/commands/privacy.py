@@ -99,6 +99,7 @@ def _certificate(model_dir):
     from ..errors import InputError
 
     path = os.path.join(model_dir, "privacy.json")
+    _refuse_not_private(model_dir)
     if not os.path.isfile(path):
         raise InputError(f"{path} not found: {model_dir} was not trained with "
                          "`nmtfrag finetune --dp` (no privacy certificate)")
@@ -135,6 +136,29 @@ def _certificate(model_dir):
             "vocabulary": cert.get("vocabulary") or accounting.NO_VOCABULARY,
             "base_model": cert.get("base_model") or {},
             "total": total}
+
+
+def _refuse_not_private(model_dir):
+    """A DP-SGD simulation or noise-free control (nmtfrag.dp.simulate) has no
+    certificate: say so, and why, instead of any ε."""
+    import json
+    import os
+
+    from ..errors import InputError
+
+    try:
+        with open(os.path.join(model_dir, "manifest.json"), encoding="utf-8") as f:
+            rec = json.load(f).get("not_private")
+    except (OSError, ValueError, AttributeError):
+        return
+    if rec:
+        planned = rec.get("planned") or {}
+        eps = planned.get("epsilon_if_private")
+        raise InputError(f"{model_dir}: {rec.get('not_private', 'not private')}, no privacy "
+                         f"certificate: {rec.get('why', '')} (the planned run would have "
+                         f"ε = {'?' if eps is None else format(eps, '.4f')} at δ = "
+                         f"{planned.get('delta')}; train it without "
+                         "--dp-simulate-batch/--dp-control to get one)")
 
 
 def _release_certificate(release_dir, rel):

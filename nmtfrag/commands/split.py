@@ -19,6 +19,7 @@ Bad TSV lines (not exactly 3 fields, empty doc_id, invalid UTF-8) are refused wi
 example:
   nmtfrag split --docs docs.tsv --train 10000 --valid 150 --test 2000 --seed 1 \\
       --out corpora/EMEA
+  nmtfrag split --tmx memory.tmx.gz --tmx-doc-prop x-document --out split/
 """
 HELP = "split a doc_id/src/tgt TSV into train/valid/test by whole documents"
 
@@ -47,9 +48,15 @@ def _count(text):
 
 
 def add_arguments(p):
-    p.add_argument("--docs", required=True, metavar="TSV",
+    p.add_argument("--docs", metavar="TSV",
                    help="input: one pair per line, 'doc_id<TAB>src<TAB>tgt', UTF-8 "
                         "(never modified)")
+    p.add_argument("--tmx", metavar="FILE",
+                   help="input: a translation memory (.tmx or .tmx.gz) instead of --docs; "
+                        "languages from --src-lang/--tgt-lang (nmtfrag.tmx)")
+    p.add_argument("--tmx-doc-prop", metavar="NAME",
+                   help="with --tmx (required): the <prop type=\"NAME\"> (or <tu> "
+                        "attribute) naming each unit's document")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="output directory (refused if it holds a finished split, unless "
                         "--overwrite)")
@@ -79,6 +86,30 @@ def add_arguments(p):
 
 
 def run(args):
+    from ..errors import InputError
+
+    if bool(args.docs) == bool(args.tmx):
+        raise InputError("give exactly one of --docs TSV or --tmx FILE")
+    if not args.tmx:
+        if args.tmx_doc_prop:
+            raise InputError("--tmx-doc-prop needs --tmx")
+        return _run(args)
+    import os
+
+    from ..fileio import private_workdir
+    from ..opus import tmx_pairs, write_tsv
+
+    if not args.tmx_doc_prop:
+        raise InputError("split --tmx needs --tmx-doc-prop NAME: documents are what "
+                         "split keeps together")
+    with private_workdir(prefix="nmtfrag-tmx-") as work:  # confidential text
+        args.docs = os.path.join(work, "tmx.docs.tsv")
+        write_tsv(tmx_pairs(args.tmx, args.src_lang, args.tgt_lang, args.tmx_doc_prop),
+                  args.docs)
+        return _run(args)
+
+
+def _run(args):
     import sys
 
     from ..split import split_corpus, summary_markdown

@@ -10,7 +10,7 @@ examples:
   nmtfrag translate --model adapted/ --input test.de --engine ctranslate2 \\
       --compute-type int8 --threads 2 > test.hyp
 """
-from ._engine import add_engine_arguments
+from ._engine import add_engine_arguments, add_length_arguments
 
 HELP = "translate stdin to stdout with a model directory (ad-hoc use)"
 
@@ -34,6 +34,7 @@ def add_arguments(p):
     p.add_argument("--fp16", action="store_true", help="fairseq on cuda: half precision")
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads (torch; and ctranslate2's, default torch's count)")
+    add_length_arguments(p)
     add_engine_arguments(p)
 
 
@@ -66,7 +67,8 @@ def run(args):
                          ct2_cache=args.ct2_cache, threads=args.threads,
                          src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                          checkpoint=args.checkpoint, device=device, fp16=args.fp16,
-                         beam=args.beam, max_tokens=args.max_tokens,
+                         beam=args.beam, max_len_a=args.max_len_a,
+                         max_len_b=args.max_len_b, max_tokens=args.max_tokens,
                          batch_size=args.batch_size)
     outs = tr.translate(lines, mode="moses" if args.tokenized else "raw",
                         show_progress=True)

@@ -27,10 +27,13 @@ HELP = "learn a DP vocabulary (noisy thresholded histogram → BPE codes, ε_V)"
 def add_arguments(p):
     p.add_argument("--dp", action="store_true",
                    help="differentially private vocabulary (required; the only mode)")
-    p.add_argument("--src", required=True, metavar="FILE", help="source side (never modified)")
-    p.add_argument("--tgt", required=True, metavar="FILE", help="target side, line-aligned")
+    p.add_argument("--src", metavar="FILE", help="source side (never modified)")
+    p.add_argument("--tgt", metavar="FILE", help="target side, line-aligned")
     p.add_argument("--src-lang", default="de", metavar="LANG")
     p.add_argument("--tgt-lang", default="en", metavar="LANG")
+    from ..tmx import add_tmx_arguments
+
+    add_tmx_arguments(p, "not used by the vocabulary")
     p.add_argument("--pretokenized", action="store_true",
                    help="input is already Moses-tokenised (else tokenised like fairseq's "
                         "WMT19 hub)")
@@ -62,6 +65,13 @@ def add_arguments(p):
 
 
 def run(args):
+    from ..tmx import tmx_corpus
+
+    with tmx_corpus(args, documents=None):  # --tmx: the two files, privately
+        return _run(args)
+
+
+def _run(args):
     import os
 
     from ..corpus import SkipLog, read_parallel, validate_parallel

@@ -93,6 +93,31 @@ def add_arguments(parser):
                         "free memory); the log says which and why")
     g.add_argument("--dp-valid-every", type=int, default=0, metavar="STEPS",
                    help="validation loss every STEPS noisy steps (default: only at the end)")
+    g.add_argument("--dp-clip-mode", choices=("clip", "normalize"), default="clip",
+                   help="what is done to each unit's gradient g: clip (default: scaled to "
+                        "norm ≤ --max-grad-norm C) or normalize (automatic clipping, Bu "
+                        "et al. 2022: C·g/(‖g‖ + 0.01), every contribution of norm < C; "
+                        "C is then only a scale of the update)")
+    g.add_argument("--dp-loss", choices=("sum", "mean"), default="sum",
+                   help="each pair's loss: the sum over its target tokens (default) or "
+                        "their mean (long pairs then weigh no more than short ones)")
+    g.add_argument("--dp-warmup-steps", type=int, default=None, metavar="STEPS",
+                   help="raise the learning rate linearly over the first STEPS noisy steps, "
+                        "then keep it constant (default: --warmup-updates, i.e. 0)")
+    g.add_argument("--dp-save-every", type=int, default=10, metavar="STEPS",
+                   help="save the state of the run (parameters, optimizer, accountant "
+                        "history, generator states) to OUT/owner/ every STEPS noisy steps "
+                        "and at least every 15 minutes, so --resume continues a killed "
+                        "run exactly (default 10; 0: never)")
+    g.add_argument("--dp-simulate-batch", type=int, default=None, metavar="B_SIM",
+                   help="NOT PRIVATE: a cheap simulation of the planned run (Sander et "
+                        "al. 2023): Poisson batches of B_SIM with noise multiplier "
+                        "σ·B_SIM/B (the planned run's noise per averaged gradient) for the "
+                        "planned steps; no certificate")
+    g.add_argument("--dp-control", action="store_true",
+                   help="NOT PRIVATE: the planned schedule with clipping but no noise "
+                        "(σ = 0), to see what clipping and few steps cost apart from the "
+                        "noise; no certificate")
 
 
 def add_trainable_arguments(group):
@@ -128,9 +153,6 @@ def check_compatible(args):
                          "--physical-batch (virtual steps) instead")
     if getattr(args, "fp16", False):
         raise InputError("--fp16 is not supported with --dp")
-    if getattr(args, "resume", False):
-        raise InputError("--resume is not supported with --dp (the privacy accountant "
-                         "would restart); start again with --overwrite")
     gpus, world = getattr(args, "gpus", 1) or 1, getattr(args, "world_size", None)
     if gpus > 1 and world not in (None, gpus):
         raise InputError(f"--gpus {gpus} and --world-size {world} disagree")
@@ -160,7 +182,9 @@ def config_from_args(args):
         checkpoint=args.checkpoint, tags=bool(args.tags), dropout=args.dropout,
         label_smoothing=args.label_smoothing, device=args.device, threads=args.threads,
         overwrite=args.overwrite, keep_work=args.keep_work, quiet=args.quiet,
-        log_interval=args.log_interval, world_size=world_size(args))
+        log_interval=args.log_interval, world_size=world_size(args),
+        resume=bool(getattr(args, "resume", False)),
+        save_every=getattr(args, "dp_save_every", 10))
     config = DPConfig(
         delta=args.delta, target_epsilon=args.target_epsilon,
         noise_multiplier=args.noise_multiplier, max_grad_norm=args.max_grad_norm,
@@ -172,7 +196,11 @@ def config_from_args(args):
         lr=args.dp_lr or args.lr, weight_decay=args.dp_weight_decay,
         params=trainable_set(args), unit=args.privacy_unit, documents=args.documents,
         dedup=args.dedup, allow_few_units=args.allow_few_units, seed=args.seed,
-        valid_every=args.dp_valid_every, clipping=args.dp_clipping)
+        valid_every=args.dp_valid_every, clipping=args.dp_clipping,
+        clip_mode=args.dp_clip_mode, loss=args.dp_loss,
+        warmup_steps=(args.dp_warmup_steps if args.dp_warmup_steps is not None
+                      else getattr(args, "warmup_updates", 0) or 0),
+        simulate_batch=args.dp_simulate_batch, control=args.dp_control)
     return job, config
 
 
@@ -181,5 +209,11 @@ def run(args):
     from .engine import dp_finetune
 
     job, config = config_from_args(args)
-    print(json.dumps(dp_finetune(job, config)))
+    summary = dp_finetune(job, config)
+    print(json.dumps(summary))
+    if summary.get("not_private"):
+        import sys
+
+        print(f"{summary['not_private']}: {summary['out']} has no privacy certificate",
+              file=sys.stderr)
     return 0

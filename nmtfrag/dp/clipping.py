@@ -16,6 +16,26 @@ import torch
 from ..errors import InputError
 
 CLIPPING = ("auto", "ghost", "hooks")
+# what is done to each per-example gradient g: "clip" scales it to min(1, C/‖g‖)·g
+# (Abadi et al. 2016); "normalize" to C·g/(‖g‖ + γ), automatic clipping (Bu et al. 2022,
+# "Automatic Clipping: Differentially Private Deep Learning Made Easier and Stronger",
+# AUTO-S): every contribution has norm < C, so the sensitivity stays C, and C is only a
+# scale of the update (with Adam, nearly none): no clipping norm to tune.
+CLIP_MODES = ("clip", "normalize")
+NORMALIZE_GAMMA = 0.01  # γ of AUTO-S, the paper's value
+CLIP_MODE_TEXT = {"clip": "each unit's gradient clipped to norm ≤ C",
+                  "normalize": f"each unit's gradient normalised: C·g/(‖g‖ + "
+                               f"{NORMALIZE_GAMMA}) (automatic clipping, Bu et al. 2022)"}
+# what each pair's loss is: the sum over its target tokens, or their mean
+LOSSES = ("sum", "mean")
+
+
+def normalize_factors(norms, max_grad_norm):
+    """Scale of each gradient under automatic clipping: C/(‖g‖ + γ), so that the
+    contribution's norm C·‖g‖/(‖g‖ + γ) is below C for every g."""
+    return max_grad_norm / (norms + NORMALIZE_GAMMA)
+
+
 CLIPPING_TEXT = {
     "hooks": "opacus hooks, per-example gradients materialised",
     "ghost": "opacus ghost clipping: per-example norms without per-example gradients, "

@@ -63,6 +63,11 @@ class DPConfig:
     seed: Optional[int] = None                 # None: secret randomness
     valid_every: int = 0
     clipping: str = "auto"                     # auto, ghost or hooks (fairseq_opacus)
+    clip_mode: str = "clip"                    # clip, or normalize (automatic clipping)
+    loss: str = "sum"                          # each pair's token loss: sum or mean
+    warmup_steps: int = 0                      # linear lr warm-up over these steps
+    simulate_batch: Optional[int] = None       # not private: nmtfrag.dp.simulate
+    control: bool = False                      # σ = 0, not private: nmtfrag.dp.simulate
 
     def check(self):
         """Refuse configurations that would void (or silently change) the guarantee."""
@@ -88,6 +93,16 @@ class DPConfig:
         if self.clipping not in CLIPPING:
             raise InputError(f"--dp-clipping must be one of {CLIPPING}, "
                              f"got {self.clipping!r}")
+        from .clipping import CLIP_MODES, LOSSES
+        from .simulate import check as check_simulation
+
+        if self.clip_mode not in CLIP_MODES:
+            raise InputError(f"--dp-clip-mode must be one of {CLIP_MODES}")
+        if self.loss not in LOSSES:
+            raise InputError(f"--dp-loss must be one of {LOSSES}")
+        if self.warmup_steps is None or self.warmup_steps < 0:
+            raise InputError("--dp-warmup-steps must be ≥ 0")
+        check_simulation(self)
         if self.unit == "document" and self.dedup:
             raise InputError("--dedup with --privacy-unit document: a document is the "
                              "unit, so its repeated pairs are already protected with it")
@@ -104,11 +119,15 @@ class DPConfig:
                                  "--batch-schedule: give the rate or the batch")
             if not 0.0 < self.sample_rate <= 1.0:
                 raise InputError(f"--sample-rate must be in (0, 1], got {self.sample_rate}")
+            if self.simulate_batch is not None:
+                raise InputError("--dp-simulate-batch needs the planned --logical-batch "
+                                 "(σ_sim = σ·B_SIM/B), not --sample-rate")
             return
         if not batch:
             raise InputError("--dp needs --sample-rate Q, --logical-batch (expected units "
                              "per noisy step) or --batch-schedule")
-        if self.noise_multiplier is not None:
+        if self.noise_multiplier is not None and self.simulate_batch is None \
+                and not self.control:  # a simulation or control has no certificate
             raise InputError("--noise-multiplier with --logical-batch/--batch-schedule: "
                              "q = B/ñ comes from the DP count, so the training's ε would "
                              "depend on it and no bound is fixed in advance; use "
@@ -149,6 +168,8 @@ class FineTuneJob:
     quiet: bool = False
     log_interval: int = 50
     world_size: int = 1      # processes (torch.distributed: gloo on CPU, nccl on GPUs)
+    resume: bool = False     # continue the interrupted run in `out` (nmtfrag.dp.resume)
+    save_every: int = 10     # save the resumable state every N noisy steps (0: never)
 
 
 def dp_device(device=None):
@@ -204,6 +225,9 @@ def plan_noise(config, n_units, fixed=()):
     segs = schedule.parse_schedule(config.batch_schedule or f"{config.logical_batch}:0")
     steps = total_steps(config, segs, n_units)
     rate_segs = schedule.rate_segments(segs, steps, n_units)
+    if config.noise_multiplier is not None:  # only a simulation or control: no certificate
+        comp = accounting.composition_record(accounting.RDP_COMPOSITION, config.delta)
+        return float(config.noise_multiplier), segs, steps, rate_segs, comp
     eps_count, d_count, d_train = unit_count.basic_split(config.delta)
     bound = config.target_epsilon - eps_count  # > 0: DPConfig.check_rates
     while eps_count + bound > config.target_epsilon:  # the certificate is ≤ E, not E + ulp
@@ -291,6 +315,13 @@ class StepLog:
     def __init__(self, path, steps, interval=50, quiet=False):
         self.path, self.steps, self.interval, self.quiet = path, steps, interval, quiet
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+
+    def restart(self, records):
+        """A resumed run: the log holds exactly the saved steps' records."""
+        from ..fileio import atomic_writer
+
+        with atomic_writer(self.path, private=True) as f:
+            f.writelines(json.dumps(rec) + "\n" for rec in records)
 
     def __call__(self, rec):
         with open(self.path, "a", encoding="utf-8") as f:
@@ -450,10 +481,11 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                           private_workdir, sha256_file, tool_versions, write_json,
                           write_owner_json)
     from ..finetune import _prepare, resolve_train
-    from ..model_dir import (grow_state, load_state, save_state, validate_model_dir,
+    from ..model_dir import (grow_state, load_state, member_to_adapt, save_state,
+                             validate_model_dir,
                              write_dict_with, write_model_dir)
     from ..randomness import resolve_seed
-    from . import accounting, fairseq_opacus, unit_count
+    from . import accounting, fairseq_opacus, resume, simulate, unit_count
     from . import clipping as clipping_choice
     from .sgd import valid_loss
 
@@ -464,7 +496,10 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
     if seed.reproducible:  # dropout masks too, so a seeded run repeats exactly
         torch.manual_seed(seed.value)
     src_lang, tgt_lang = job.src_lang, job.tgt_lang
-    md = validate_model_dir(job.model, src_lang, tgt_lang, job.checkpoint)
+    md, note = member_to_adapt(validate_model_dir(job.model, src_lang, tgt_lang,
+                                                  job.checkpoint), job.checkpoint)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     train = job.train if isinstance(job.train, str) else tuple(job.train)
     if not isinstance(train, str) and len(train) != 2:
         raise InputError("--train takes a release directory, a prefix, or two files")
@@ -497,6 +532,9 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
     if documents is not None:
         inputs["documents"] = config.documents
     hashes = {k: sha256_file(v) for k, v in inputs.items()}
+    resume.prepare(out, resume.run_identity(config, job, hashes), job.resume,
+                   job.overwrite)
+    run_mode = simulate.mode(config)
     t0 = time.time()
     with private_workdir(keep=job.keep_work, prefix="nmtfrag-dp-") as work:
         bin_dir = os.path.join(work, "bin")
@@ -524,12 +562,17 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
         if units is not None:
             check_enough_units(config, n)  # after skipped lines, if any
         accounting.check_delta(config.delta, n_examples=n)  # exact: lines may be skipped
-        # n never ships: every rate and step count comes from the DP count ñ
+        # n never ships: every rate and step count comes from the DP count ñ, drawn once
+        # (a resumed run reads the one its interrupted part drew and accounted)
         count_seg = unit_count.count_segment()
-        n_hat = unit_count.noisy_count(n, unit_count.count_rng(seed))
+        n_hat = resume.saved_count(out) if job.resume else None
+        if n_hat is None:
+            n_hat = unit_count.noisy_count(n, unit_count.count_rng(seed))
+            resume.save_count(out, n_hat)
         n_plan = unit_count.planning_count(n_hat, largest_batch(config, n))
         sigma, segs, steps, rate_segs, composition = plan_noise(config, n_plan,
                                                                 fixed=[count_seg])
+        train_sigma, train_segs = simulate.training_noise(config, sigma, segs, n)
         n_trainable, _ = trainable.apply(model, config.params,
                                          seed=seed.value if seed.reproducible else 0)
         model = model.to(device)
@@ -549,18 +592,26 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
               f"parameters {config.params.kind} ({n_trainable}), {job.world_size} "
               f"process(es), randomness {seed.source}",
               file=sys.stderr)
-        print(f"DP-SGD clipping: {clipping} ({clipping_why})", file=sys.stderr)
+        print(f"DP-SGD clipping: {clipping} ({clipping_why}); "
+              f"{clipping_choice.CLIP_MODE_TEXT[config.clip_mode]}", file=sys.stderr)
+        if run_mode != "private":
+            print(f"{simulate.NOT_PRIVATE[run_mode]}: trains with σ={train_sigma:.4f}, "
+                  f"logical batch {train_segs[0][1]}", file=sys.stderr)
         t_train = time.time()
         train_kwargs = dict(
-            steps=steps, rate_of_step=step_rates(config, segs, n_plan),
+            steps=steps, rate_of_step=step_rates(config, train_segs, n_plan),
             divisor_units=n_plan,
-            noise_multiplier=sigma, max_grad_norm=config.max_grad_norm,
+            noise_multiplier=train_sigma, max_grad_norm=config.max_grad_norm,
             physical_batch=config.physical_batch, max_tokens=config.physical_max_tokens,
             lr=config.lr,
             weight_decay=config.weight_decay, seed=seed, label_smoothing=ls, log=log,
             valid_fn=(None if job.world_size > 1 else functools.partial(_valid_bits,
                                                                          valid_ds, ls)),
-            valid_every=config.valid_every, clipping=clipping)
+            valid_every=config.valid_every, clipping=clipping,
+            checkpointer=resume.Checkpointer(resume.state_path(out), job.save_every,
+                                             job.resume),
+            warmup_steps=config.warmup_steps, clip_mode=config.clip_mode, loss=config.loss,
+            allow_zero_noise=run_mode == "control")
         records, history = run_training(model, train_ds, units, train_kwargs,
                                         world_size=job.world_size, device=device,
                                         work=work, threads=job.threads)
@@ -578,6 +629,8 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                         src_lang, tgt_lang)
         del state
 
+    if run_mode != "private":  # ε of the planned run, for the record; no certificate
+        history = accounting.rates_history(sigma, rate_segs)
     history = [count_seg] + [tuple(h) for h in history]
     training = {"mechanism": "DP-SGD, Poisson-subsampled Gaussian, add/remove one unit",
                 "neighbouring": "add/remove one unit; the number of units is not shipped",
@@ -586,6 +639,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                 "trained_parameters": dict(config.params.public_record(),
                                            count=n_trainable),
                 "clipping": clipping_choice.CLIPPING_TEXT[clipping],
+                "clip_mode": clipping_choice.CLIP_MODE_TEXT[config.clip_mode],
                 "processes": job.world_size,
                 "accountant": config.accountant,
                 "delta": config.delta, "noise_multiplier": sigma,
@@ -625,7 +679,11 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
         "delta": config.delta, "steps": steps, "accountant": config.accountant,
         "trained_parameters": config.params.public_record(),
         "privacy_unit": config.unit, "tags": bool(job.tags), "dedup": config.dedup,
-        "trainable_parameters": n_trainable}
+        "trainable_parameters": n_trainable, "dp_clip_mode": config.clip_mode,
+        "dp_loss": config.loss, "dp_warmup_steps": config.warmup_steps}
+    not_private = (None if run_mode == "private" else
+                   simulate.record(config, sigma, segs, steps, train_sigma,
+                                   eps))
     snrs = [r["snr"] for r in records]
     write_owner_json(out, {
         "kind": "nmtfrag-finetuned-model-owner-record",
@@ -636,6 +694,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                    "documents": (os.path.abspath(config.documents)
                                  if config.documents else None)},
         "randomness": seed.owner_record(),
+        "not_private": not_private,
         "counts": prep["counts"], "tags": prep["tags"],
         "units": {"n": n, "unit": config.unit, "noisy_count": n_hat,
                   "note": "exact n: owner-only (what ships gives ñ at most)"},
@@ -656,16 +715,27 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
         "tool_versions": tool_versions("fairseq-fixed", "torch", "opacus", "fastbpe",
                                        "sacremoses"),
     })
-    write_json(os.path.join(out, "privacy.json"), privacy)
+    if not_private:
+        privacy = None  # a simulation or control: no certificate, no privacy.json
+    else:
+        write_json(os.path.join(out, "privacy.json"), privacy)
+    resume.discard(out)  # finished: the saved state (generator states too) goes
     write_json(os.path.join(out, MANIFEST), {
-        "kind": "nmtfrag-finetuned-model", "dp": True,
+        "kind": "nmtfrag-finetuned-model", "dp": not not_private,
+        **({"not_private": not_private} if not_private else {}),
         "model_files": ["model.pt", f"dict.{src_lang}.txt", f"dict.{tgt_lang}.txt",
                         "bpecodes"],
         "shareable": "every file here except owner/",
         "owner_only": [f"{OWNER_DIR}/{MANIFEST}", f"{OWNER_DIR}/train.log"],
         "params": public_params, "privacy": privacy,
         "randomness": seed.public_record()})
-    return {"out": out, "num_updates": steps, "noise_multiplier": sigma,
-            "epsilon": training["epsilon"], "delta": config.delta,
-            "epsilon_total": total["epsilon"], "valid_loss_before": before,
-            "valid_loss_after": after}
+    summary = {"out": out, "num_updates": steps, "noise_multiplier": sigma,
+               "epsilon": training["epsilon"], "delta": config.delta,
+               "epsilon_total": total["epsilon"], "valid_loss_before": before,
+               "valid_loss_after": after}
+    if not_private:  # the planned run's ε is no ε of this one
+        summary.update(epsilon=None, epsilon_total=None,
+                       not_private=not_private["not_private"],
+                       epsilon_if_private=eps[config.accountant],
+                       trained_noise_multiplier=train_sigma)
+    return summary

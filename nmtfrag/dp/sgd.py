@@ -192,11 +192,17 @@ class DPSGD:
 
     def __init__(self, model, optimizer, *, max_grad_norm, noise_multiplier,
                  expected_batch_size, seed=None, label_smoothing=0.0, pad_idx=1,
-                 clipping="hooks"):
+                 clipping="hooks", clip_mode="clip", loss="sum", allow_zero_noise=False):
         if not max_grad_norm > 0:
             raise InputError(f"--max-grad-norm must be positive, got {max_grad_norm}")
-        if not noise_multiplier > 0:
+        if not (noise_multiplier > 0 or (allow_zero_noise and noise_multiplier == 0)):
             raise InputError(f"the noise multiplier must be positive, got {noise_multiplier}")
+        from .clipping import CLIP_MODES, LOSSES
+
+        if clip_mode not in CLIP_MODES or loss not in LOSSES:
+            raise InputError(f"clip mode must be one of {CLIP_MODES} and loss one of "
+                             f"{LOSSES}, got {clip_mode!r}, {loss!r}")
+        self.clip_mode, self.loss = clip_mode, loss
         if clipping not in ("hooks", "ghost"):
             raise InputError(f"clipping must be 'hooks' or 'ghost', got {clipping!r} "
                              "(nmtfrag.dp.clipping.choose_clipping resolves 'auto')")
@@ -233,6 +239,8 @@ class DPSGD:
         self.gsm.enable_hooks()
         losses = fairseq_opacus.example_losses(self.model, sample, self.label_smoothing,
                                                self.pad_idx)
+        if self.loss == "mean":  # each pair's mean token loss: long pairs weigh no more
+            losses = losses / sample["target"].ne(self.pad_idx).sum(1).clamp(min=1)
         ghost = self.clipping == "ghost"
         if ghost and unit_of is not None:
             raise InputError("ghost clipping clips rows, not units (documents): use hooks")
@@ -270,8 +278,14 @@ class DPSGD:
                 "loss": float(losses.detach().sum())}
 
     def _clip_factors(self, norms):
-        """Per-example scale (float64) that clips each gradient norm to max_grad_norm."""
+        """Per-example scale (float64) that clips each gradient norm to max_grad_norm
+        (or, with clip_mode "normalize", scales every gradient to norm below it); the
+        relative margin covers float rounding in both modes."""
         margin = GHOST_CLIP_MARGIN if self.clipping == "ghost" else CLIP_MARGIN
+        if self.clip_mode == "normalize":
+            from .clipping import normalize_factors
+
+            return normalize_factors(norms.double(), self.max_grad_norm) / (1.0 + margin)
         return clip_factors(norms, self.max_grad_norm, margin)
 
     @staticmethod
@@ -307,7 +321,7 @@ class DPSGD:
         for u in [u for u in self.open_units if u != keep]:
             loss, part = self.open_units.pop(u)
             sq = example_sq_norms([g.unsqueeze(0) for g in part], 1)
-            factor = clip_factors(sq.sqrt(), self.max_grad_norm)
+            factor = self._clip_factors(sq.sqrt())
             for acc, g in zip(self.summed, part):
                 add_scaled(acc, g.unsqueeze(0), factor)
             norm = float(sq.sqrt())
@@ -373,14 +387,22 @@ class DPSGD:
 def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_norm,
              physical_batch, lr, weight_decay=0.0, seed=None, label_smoothing=0.0,
              log=None, valid_fn=None, valid_every=0, units=None, clipping="hooks",
-             max_tokens=None, divisor_units=None):
+             max_tokens=None, divisor_units=None, checkpointer=None, warmup_steps=0,
+             clip_mode="clip", loss="sum", allow_zero_noise=False):
     """Run `steps` noisy steps; the logical batch of step t is Poisson with rate
     `rate_of_step(t)` over the privacy units: dataset rows, or the groups of rows in
     `units` (e.g. documents). Returns (per-step log, privacy history [(σ, q, steps)],
     the DPSGD object). `seed` None draws sampling and noise from secret randomness;
     `clipping` is "hooks" or "ghost" (nmtfrag.dp.clipping.choose_clipping). The noisy
     sum is divided by q·`divisor_units` (the public planning count, so the update's
-    scale does not depend on the exact n; default: n)."""
+    scale does not depend on the exact n; default: n).
+
+    `checkpointer` (nmtfrag.dp.resume.Checkpointer) saves the state every few steps and,
+    resuming, continues from the saved one; `warmup_steps` raises the learning rate
+    linearly over the first steps (lr_at); `clip_mode` "normalize" scales every
+    gradient to norm < C (nmtfrag.dp.clipping.normalize_factors); `loss` "mean" trains
+    on each pair's mean token loss instead of its sum; `allow_zero_noise` permits σ = 0
+    (the noise-free control, not private)."""
     seed = resolve_seed(seed)
     n = len(units) if units is not None else len(dataset)
     m = n if divisor_units is None else divisor_units
@@ -390,13 +412,23 @@ def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_
                             weight_decay=weight_decay)
     dp = DPSGD(model, opt, max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier,
                expected_batch_size=rate_of_step(0) * m, seed=seed,
-               label_smoothing=label_smoothing, pad_idx=pad, clipping=clipping)
+               label_smoothing=label_smoothing, pad_idx=pad, clipping=clipping,
+               clip_mode=clip_mode, loss=loss, allow_zero_noise=allow_zero_noise)
     rng, dp.generator = shared_generators(seed)
     rank, world = distributed_group()
     sizes = dataset.src_sizes + (dataset.tgt_sizes if dataset.tgt_sizes is not None else 0)
-    history, records = [], []
+    history, records, start = [], [], 0
+    saved = checkpointer.load() if checkpointer is not None else None
+    if saved is not None:
+        from . import resume
+
+        start, history, records = resume.restore(saved, params, opt, rng, dp.generator)
+        if log is not None and hasattr(log, "restart"):
+            log.restart(records)
     model.train()
-    for t in range(steps):
+    for t in range(start, steps):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(lr, warmup_steps, t)
         q = rate_of_step(t)
         dp.expected_batch_size = q * m
         t0 = time.time()
@@ -423,8 +455,21 @@ def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_
         records.append(rec)
         if log:
             log(rec)
+        if checkpointer is not None:
+            from . import resume
+
+            checkpointer.after_step(t + 1, steps, lambda: resume.capture(
+                t + 1, params, opt, rng, dp.generator, history, records), rank)
     dp.gsm.disable_hooks()
     return records, [tuple(h) for h in history], dp
+
+
+def lr_at(lr, warmup_steps, step):
+    """Learning rate of 0-based noisy step `step`: linear warm-up from lr/W over the
+    first W steps, then constant (a few large-batch DP steps are too few to decay)."""
+    if warmup_steps and step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    return lr
 
 
 @torch.no_grad()

@@ -31,6 +31,9 @@ def _train_log(cell_dir):
         return [json.loads(line) for line in f if line.strip()]
 
 
+NOT_PRIVATE_MARK = {"simulation": "sim", "control": "control"}
+
+
 def cell_row(root, name):
     """One cell's figures (None where they do not apply, e.g. ε of a non-private cell)."""
     ev = _load(os.path.join(root, f"eval-{name}", "report.json"))
@@ -38,25 +41,40 @@ def cell_row(root, name):
     man = _load(os.path.join(ft, "manifest.json")) or {}
     priv = _load(os.path.join(ft, "privacy.json"))
     params = man.get("params", {})
+    not_private = man.get("not_private")  # a simulation or a control (dp/simulate.py)
     row = {"name": name, "bleu": ev["scores"]["bleu"] if ev else None,
            "p_value": ((ev["scores"].get("significance") or {}).get("BLEU") or {})
            .get("p_value") if ev else None,
            "trained": (params.get("trained_parameters") or {"kind": "all"}).get("kind"),
-           "lr": params.get("lr"), "dp": bool(priv)}
-    if priv:
+           "lr": params.get("lr"), "dp": bool(priv),
+           "mode": (not_private or {}).get("mode", "private" if priv else "nonprivate")}
+    steps = _train_log(ft) if (priv or not_private) else []
+    if steps:  # DP cells, whatever the mode: the per-step log has it all
+        row.update(
+            steps=len(steps), epochs=sum(s["sample_rate"] for s in steps),
+            cpu_hours=sum(s["seconds"] for s in steps) / 3600,
+            snr_mean=(sum(s["snr"] for s in steps) / len(steps)
+                      if all(s["noise_norm"] > 0 for s in steps) else None),
+            clipped_share=sum(s["clipped_share"] for s in steps) / len(steps))
+    if not_private:
+        trained = not_private["trained"]
+        row.update(sigma=trained["noise_multiplier"],
+                   logical_batch=trained["logical_batch"],
+                   epsilon_planned=not_private["planned"].get("epsilon_if_private"))
+    elif priv:
         t = priv["training"]
-        steps = _train_log(ft)
         row.update(
             epsilon_rdp=t["epsilon_all_accountants"].get("rdp"),
             epsilon_prv=t["epsilon_all_accountants"].get("prv"),
             sigma=t["noise_multiplier"], steps=t["steps"],
-            logical_batch=params.get("logical_batch"),
-            clipping=t.get("clipping"),
-            snr_mean=(sum(s["snr"] for s in steps) / len(steps)) if steps else None,
-            clipped_share=(sum(s["clipped_share"] for s in steps) / len(steps))
-            if steps else None)
+            logical_batch=params.get("logical_batch") or params.get("batch_schedule"),
+            clipping=t.get("clipping"))
     else:
-        row["updates"] = (man.get("result") or {}).get("num_updates")
+        result = man.get("result") or {}
+        row["updates"] = result.get("num_updates")
+        row["epochs"] = params.get("max_epochs")
+        if result.get("train_seconds_this_run") is not None:
+            row["cpu_hours"] = result["train_seconds_this_run"] / 3600
     return row
 
 
@@ -84,21 +102,28 @@ def table(root, reference):
     def f(x, fmt):
         return "–" if x is None else format(x, fmt)
 
-    lines = ["| cell | trained | lr | ε (RDP / PRV) | σ | steps × batch | SNR | clipped "
-             "| BLEU | p | share of gain |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| cell | trained | lr | ε (RDP / PRV) | σ | steps × batch | epochs | SNR "
+             "| clipped | CPU h | BLEU | p | share of gain |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        eps = (f"{r['epsilon_rdp']:.2f} / {r['epsilon_prv']:.2f}" if r["dp"] else "∞")
-        sb = (f"{r['steps']} × {r['logical_batch']}" if r["dp"] else
+        eps = (f"{r['epsilon_rdp']:.2f} / {r['epsilon_prv']:.2f}" if r["dp"] else
+               NOT_PRIVATE_MARK.get(r["mode"], "∞"))
+        sb = (f"{r['steps']} × {r['logical_batch']}" if r["mode"] != "nonprivate" else
               f"{r.get('updates') or '–'} updates" if r["name"] != "baseline" else "–")
         lines.append(
             f"| {r['name']} | {r['trained'] if r['name'] != 'baseline' else '–'} | "
             f"{f(r['lr'], 'g') if r['name'] != 'baseline' else '–'} | "
             f"{eps if r['name'] != 'baseline' else '–'} | {f(r.get('sigma'), '.3f')} | {sb} | "
+            f"{f(r.get('epochs'), '.3g')} | "
             f"{f(r.get('snr_mean'), '.3f')} | {f(r.get('clipped_share'), '.0%')} | "
+            f"{f(r.get('cpu_hours'), '.2f')} | "
             f"{f(r['bleu'], '.2f')} | {f(r['p_value'], '.3f')} | "
             f"{f(r['share_of_gain'], '.0%')} |")
-    note = (f"\nShare of gain: (BLEU − baseline) / ({reference} − baseline)"
+    note = ("\nε: sim = a simulation of the planned run (σ·B_SIM/B on batches of B_SIM; "
+            "not private), control = the planned schedule without noise (not private). "
+            "Epochs: expected passes over the data; CPU h: training hours (the DP cells' "
+            "noisy steps, summed over resumed runs)."
+            f"\nShare of gain: (BLEU − baseline) / ({reference} − baseline)"
             + (f" = (BLEU − {base:.2f}) / {gain:.2f}." if gain else
                f": `{reference}` has no evaluation yet."))
     return rows, "\n".join(lines) + "\n" + note + "\n"

@@ -1,0 +1,230 @@
+"""Resumable DP-SGD runs: the saved state of an interrupted `finetune --dp` run.
+
+Why: a 10-epoch private run takes hours on a CPU; a stop must cost nothing, and a
+resumed run must be the run it continues — the same privacy history (so the same ε),
+the same Poisson samples and the same noise as an uninterrupted run. So every
+`save_every` noisy steps (and at least every SAVE_SECONDS) the whole training state is
+written atomically to OUT/owner/dp-state.pt (mode 0600, inside the owner-only folder,
+never shipped): the trained parameters, the optimizer's state, the step, the
+accountant's history, the per-step records, and the states of the sampling generator
+(numpy), the noise generator (torch) and torch's global generator (dropout masks). The
+generator states are as secret as the noise itself: they stay with the owner, and the
+file is removed once the run has finished. A seeded run's seed goes to
+OUT/owner/dp-run.json with the rest of the run's identity.
+
+The identity (hashes of the model and data files, every setting that changes what is
+trained or how) is written to OUT/owner/dp-run.json before training; `--resume` with
+different settings is refused with an error naming what differs.
+"""
+import os
+import time
+
+from ..errors import InputError
+
+STATE = "dp-state.pt"
+IDENTITY = "dp-run.json"
+COUNT = "dp-count.json"  # the DP unit count ñ the run drew (owner-only), reused on resume
+SAVE_SECONDS = 900  # save at least this often whatever `save_every` says
+
+
+def state_path(out):
+    from ..fileio import OWNER_DIR
+
+    return os.path.join(out, OWNER_DIR, STATE)
+
+
+def identity_path(out):
+    from ..fileio import OWNER_DIR
+
+    return os.path.join(out, OWNER_DIR, IDENTITY)
+
+
+def run_identity(config, job, hashes):
+    """What makes two runs the same run: input hashes and every setting that changes
+    the trained model or its randomness (not threads, device, logging or saving)."""
+    import dataclasses
+
+    cfg = dataclasses.asdict(config)
+    cfg["params"] = config.params.public_record()
+    return {"inputs_sha256": dict(hashes), "config": cfg,
+            "job": {k: getattr(job, k) for k in (
+                "src_lang", "tgt_lang", "pretokenized", "checkpoint", "tags", "dropout",
+                "label_smoothing", "world_size")}}
+
+
+def _flatten(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def identity_differences(saved, now):
+    """['name: was X, now Y', …] for every setting or input that differs."""
+    a, b = _flatten(saved), _flatten(now)
+    return [f"{k}: was {a.get(k)!r}, now {b.get(k)!r}"
+            for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def check_resumable(out, identity):
+    """Refuse `--resume` without an interrupted run in `out`, or with other settings."""
+    import json
+
+    from ..fileio import MANIFEST
+
+    if os.path.isfile(os.path.join(out, MANIFEST)):
+        raise InputError(f"{out}: run already finished (manifest.json); nothing to resume")
+    if not (os.path.isfile(state_path(out)) and os.path.isfile(identity_path(out))):
+        raise InputError(f"{out}: no interrupted DP run to resume (needs owner/{STATE} "
+                         f"and owner/{IDENTITY}; a run saves its state every "
+                         "--dp-save-every steps)")
+    with open(identity_path(out), encoding="utf-8") as f:
+        saved = json.load(f)
+    diff = identity_differences(saved, json.loads(json.dumps(identity)))
+    if diff:
+        raise InputError(f"{out}: --resume with other settings than the interrupted run "
+                         f"({'; '.join(diff)}); resume with the same ones, or start "
+                         "again with --overwrite")
+
+
+def refuse_unfinished(out, overwrite):
+    """Without --resume, an interrupted run is kept unless --overwrite says otherwise."""
+    from ..fileio import MANIFEST
+
+    if (os.path.isfile(state_path(out)) and not overwrite
+            and not os.path.isfile(os.path.join(out, MANIFEST))):
+        raise InputError(f"{out} holds an interrupted DP run: pass --resume to continue "
+                         "it or --overwrite to start again")
+
+
+def write_identity(out, identity):
+    from ..fileio import write_owner_json
+
+    write_owner_json(out, identity, name=IDENTITY)
+
+
+def _count_path(out):
+    from ..fileio import OWNER_DIR
+
+    return os.path.join(out, OWNER_DIR, COUNT)
+
+
+def save_count(out, n_hat):
+    """Keep the DP unit count ñ (nmtfrag.dp.unit_count) so a resumed run plans with the
+    same one: drawing it again would change the rates and spend the count twice."""
+    from ..fileio import write_owner_json
+
+    write_owner_json(out, {"noisy_count": n_hat}, name=COUNT)
+
+
+def saved_count(out):
+    """ñ of the interrupted run, or None."""
+    from ..fileio import read_json
+
+    path = _count_path(out)
+    return float(read_json(path)["noisy_count"]) if os.path.isfile(path) else None
+
+
+def discard(out):
+    """Remove the saved state (a finished run, or a run started again)."""
+    for p in (state_path(out), identity_path(out), _count_path(out)):
+        if os.path.exists(p):
+            os.unlink(p)
+
+
+def prepare(out, identity, resuming, overwrite):
+    """Before training: check a resume against the interrupted run, or start afresh
+    (refusing to drop an interrupted run without --overwrite) and record the identity."""
+    _remove_partial_saves(out)
+    if resuming:
+        check_resumable(out, identity)
+        return
+    refuse_unfinished(out, overwrite)
+    discard(out)
+    write_identity(out, identity)
+
+
+def _remove_partial_saves(out):
+    """A kill during a save leaves its temp file (fileio.atomic_writer) in OUT/owner/."""
+    from ..fileio import OWNER_DIR
+
+    owner = os.path.join(out, OWNER_DIR)
+    for name in os.listdir(owner) if os.path.isdir(owner) else ():
+        if name.startswith(".tmp-"):
+            os.unlink(os.path.join(owner, name))
+
+
+class Interrupted(BaseException):
+    """Raised by Checkpointer.stop_after (tests): a kill at a chosen step."""
+
+
+def capture(step, params, optimizer, rng, generator, history, records):
+    """Everything a later process needs to continue after noisy step `step`."""
+    import torch
+
+    return {"step": step, "params": [p.detach().cpu().clone() for p in params],
+            "optimizer": optimizer.state_dict(), "history": [list(h) for h in history],
+            "records": list(records), "sampling_rng": rng.bit_generator.state,
+            "noise_generator": generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": (torch.cuda.get_rng_state_all() if torch.cuda.is_available()
+                         else None)}
+
+
+def restore(state, params, optimizer, rng, generator):
+    """Put a captured state back; returns (next step, history, records)."""
+    import torch
+
+    if len(state["params"]) != len(params) or any(
+            a.shape != b.shape for a, b in zip(state["params"], params)):
+        raise InputError("the saved DP state does not match the trained parameters")
+    with torch.no_grad():
+        for p, saved in zip(params, state["params"]):
+            p.copy_(saved.to(p.device, p.dtype))
+    optimizer.load_state_dict(state["optimizer"])
+    rng.bit_generator.state = state["sampling_rng"]
+    generator.set_state(state["noise_generator"])
+    torch.set_rng_state(state["torch_rng"])
+    if state.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    return state["step"], [list(h) for h in state["history"]], list(state["records"])
+
+
+class Checkpointer:
+    """Saves the training state every `every` steps (and every SAVE_SECONDS) to `path`;
+    `load()` gives the saved state back. Only rank 0 writes. A class, not a closure, so
+    spawned processes get it."""
+
+    stop_after = None  # tests set it: raise Interrupted after this step (a kill)
+
+    def __init__(self, path, every=10, resume=False):
+        self.path, self.every, self.resume = path, int(every or 0), resume
+        self.last = time.time()
+
+    def load(self):
+        import torch
+
+        if not self.resume:
+            return None
+        return torch.load(self.path, map_location="cpu", weights_only=False)
+
+    def after_step(self, step, total, get_state, rank=0):
+        """Save after `step` when due (not after the last one: the run then finishes)."""
+        due = self.every and (step % self.every == 0
+                              or time.time() - self.last >= SAVE_SECONDS)
+        if rank == 0 and due and step < total:
+            self.save(get_state())
+        if self.stop_after is not None and step >= self.stop_after:
+            raise Interrupted(f"stopped after step {step} (test hook)")
+
+    def save(self, state):
+        import torch
+
+        from ..fileio import atomic_writer
+
+        with atomic_writer(self.path, "wb", private=True) as f:
+            torch.save(state, f)
+        self.last = time.time()

@@ -1,0 +1,77 @@
+"""Runs that are not private: cheap simulations of a planned DP run, and noise-free
+controls. Neither has a certificate; every output says so.
+
+Why a simulation: Sander et al. 2023 ("TAN without a burn: Scaling laws of DP-SGD")
+observe that DP-SGD runs with the same noise per averaged gradient, σ/B, and the same
+number of steps T train alike. So a candidate recipe (lr, clipping, trained set,
+epochs) planned for a logical batch B with noise multiplier σ can be tried on Poisson
+batches of B_SIM ≪ B with σ_sim = σ·B_SIM/B for the planned T steps, at B_SIM/B of the
+compute. The noise is then far too small for the smaller batch's guarantee: the run
+protects nothing, and is marked "simulation: not private".
+
+Why a control: the same schedule with clipping but σ = 0 separates what clipping and
+few steps cost from what the noise costs (the study table shows both).
+"""
+from ..errors import InputError
+
+NOT_PRIVATE = {"simulation": "simulation: not private",
+               "control": "noise-free control: not private"}
+WHY = {"simulation": "a simulation of a planned DP run (Sander et al. 2023): batches of "
+                     "{b_sim} with noise multiplier {sigma_sim:.4g} = σ·{b_sim}/{b}, the "
+                     "noise per averaged gradient of the planned run; that noise gives "
+                     "no useful guarantee for the smaller batches, so no certificate",
+       "control": "the planned DP schedule with per-unit clipping but no noise (σ = 0): "
+                  "no guarantee at all, so no certificate"}
+
+
+def check(config):
+    """Refuse simulation and control settings that have no planned run to mirror."""
+    if config.simulate_batch is not None:
+        if config.control:
+            raise InputError("--dp-simulate-batch and --dp-control: choose one (a "
+                             "control has no noise to scale)")
+        if config.batch_schedule:
+            raise InputError("--dp-simulate-batch with --batch-schedule is not supported: "
+                             "simulate one logical batch size (--logical-batch)")
+        if config.simulate_batch < 1:
+            raise InputError("--dp-simulate-batch must be ≥ 1, got "
+                             f"{config.simulate_batch}")
+
+
+def mode(config):
+    """'private', 'simulation' or 'control'."""
+    if config.simulate_batch is not None:
+        return "simulation"
+    return "control" if config.control else "private"
+
+
+def training_noise(config, sigma, segments, n):
+    """(σ, batch segments) the run trains with, for the planned (σ, segments): the plan
+    itself when private, σ·B_SIM/B on batches of B_SIM for a simulation, σ = 0 for a
+    control."""
+    m = mode(config)
+    if m == "private":
+        return sigma, segments
+    if m == "control":
+        return 0.0, segments
+    b = segments[0][1]
+    if config.simulate_batch > n:
+        raise InputError(f"--dp-simulate-batch {config.simulate_batch} exceeds the {n} "
+                         "training units")
+    return sigma * config.simulate_batch / b, [(0, config.simulate_batch)]
+
+
+def record(config, sigma, segments, steps, train_sigma, planned_epsilon):
+    """The public record of a run that is not private (manifest, CLI summary)."""
+    m = mode(config)
+    b = segments[0][1]
+    rec = {"mode": m, "not_private": NOT_PRIVATE[m],
+           "why": WHY[m].format(b=b, b_sim=config.simulate_batch, sigma_sim=train_sigma),
+           "planned": {"noise_multiplier": sigma, "logical_batch": b,
+                       "batch_schedule": config.batch_schedule, "steps": steps,
+                       "delta": config.delta, "accountant": config.accountant,
+                       "epsilon_if_private": planned_epsilon},
+           "trained": {"noise_multiplier": train_sigma, "steps": steps,
+                       "logical_batch": (config.simulate_batch if m == "simulation"
+                                         else b)}}
+    return rec
