@@ -736,6 +736,6 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
     if not_private:  # the planned run's ε is no ε of this one
         summary.update(epsilon=None, epsilon_total=None,
                        not_private=not_private["not_private"],
-                       epsilon_if_private=eps[config.accountant],
+                       epsilon_if_private=eps,
                        trained_noise_multiplier=train_sigma)
     return summary
