@@ -13,7 +13,8 @@
 #   CELLS        file, one cell a line: a NAME, then its `nmtfrag finetune` options
 #                (default: the grid below). Each cell trains for PASSES passes
 #                (--max-epoch; a DP cell takes that many expected passes of Poisson
-#                batches of its --logical-batch). The cell `nonprivate-all` is the
+#                batches of its --logical-batch, or ceil(PASSES/Q) steps at its
+#                --sample-rate Q). The cell `nonprivate-all` is the
 #                reference the shares of gain are of (REFERENCE to pick another).
 #                Cells may use any finetune --dp option: --max-epoch via PASSES, a logical
 #                batch up to the whole data, --dp-warmup-steps, --dp-clip-mode normalize,

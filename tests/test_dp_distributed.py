@@ -88,7 +88,7 @@ def test_finetune_dp_in_two_processes_from_the_command_line(tiny_dir, capsys):
     from test_dp_sgd import _argv
 
     root, base = tiny_dir
-    common = ["--noise-multiplier", "1.0", "--delta", "1e-3", "--logical-batch", "30",
+    common = ["--noise-multiplier", "1.0", "--delta", "1e-3", "--sample-rate", "0.25",
               "--physical-batch", "8", "--dp-steps", "2", "--dp-params", "lora",
               "--lora-rank", "2"]
     assert main(_argv(root, base, "dp1", *common)) == 0

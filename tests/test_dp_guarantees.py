@@ -39,7 +39,7 @@ def dp_argv(root, model, out, *extra, train="train", steps="2"):
             str(root / f"{train}.en"), "--valid-src", str(root / "valid.de"),
             "--valid-tgt", str(root / "valid.en"), "--out", str(root / out),
             "--pretokenized", "--threads", "1", "-q", "--dp", "--delta", "1e-3",
-            "--noise-multiplier", "2.0", "--logical-batch", "20", "--physical-batch", "20",
+            "--noise-multiplier", "2.0", "--sample-rate", "0.33", "--physical-batch", "20",
             "--dp-steps", steps, "--dp-freeze-embeddings", "--overwrite", *extra]
 
 

@@ -110,7 +110,7 @@ def _finetune(root, base, out, *extra):
                  str(root / "train.en"), "--valid-src", str(root / "valid.de"),
                  "--valid-tgt", str(root / "valid.en"), "--out", str(root / out),
                  "--pretokenized", "--threads", "1", "-q", "--dp", "--delta", "1e-3",
-                 "--noise-multiplier", "1.0", "--physical-batch", "16", *extra])
+                 "--physical-batch", "16", *extra])
 
 
 def _owner(root, out):
@@ -150,24 +150,31 @@ def test_finetune_dp_ships_no_unit_count(corpus, capsys):
     root, base = corpus
     # a batch that divides nothing in sight, and steps from --max-epochs (from ñ, not n)
     assert _finetune(root, base, "ft-sent", "--logical-batch", "16", "--max-epochs", "1",
-                     "--dp-params", "bias") == 0
+                     "--target-epsilon", "8", "--dp-params", "bias") == 0
     assert_no_unit_count(root / "ft-sent", N_PAIRS, public=base)
     t = json.loads((root / "ft-sent" / "privacy.json").read_text())["training"]
     n_plan = t["unit_count"]["planning_count"]
-    assert t["history"][0] == [20.0, 1.0, 1]  # the DP count, composed like a step
+    assert t["history"][0] == [100.0, 1.0, 1]  # the DP count, first in the history
     assert t["history"][1][1] == pytest.approx(16 / n_plan)
     assert t["steps"] == math.ceil(n_plan / 16)  # one pass over ñ, not over n
-    assert t["epsilon"] == pytest.approx(accounting.epsilon(
-        [tuple(h) for h in t["history"]], 1e-3, "rdp"))
+    assert t["composition"]["kind"] == "basic"  # rates came from ñ
+    assert t["epsilon"] == pytest.approx(accounting.training_epsilon(t))
     assert _owner(root, "ft-sent")["units"]["n"] == N_PAIRS
     # `nmtfrag privacy` recomputes ε from the shipped history, count segment included
     capsys.readouterr()
     assert main(["privacy", str(root / "ft-sent"), "--json"]) == 0
     cert = json.loads(capsys.readouterr().out)
-    assert cert["training"]["epsilon_recomputed"]["rdp"] == pytest.approx(t["epsilon"])
+    assert cert["training"]["epsilon"] == pytest.approx(t["epsilon"])
+    # a public rate: ñ only scales the update, nothing that ships gives n either
+    assert _finetune(root, base, "ft-rate", "--sample-rate", "0.09", "--max-epochs", "1",
+                     "--noise-multiplier", "1.0", "--dp-params", "bias") == 0
+    assert_no_unit_count(root / "ft-rate", N_PAIRS, public=base)
+    t = json.loads((root / "ft-rate" / "privacy.json").read_text())["training"]
+    assert t["history"][1][1] == 0.09 and t["composition"]["kind"] == "rdp"
     without = accounting.epsilon([tuple(h) for h in t["history"][1:]], 1e-3, "rdp")
-    assert 0 < t["epsilon"] - without < 0.05  # the count costs little
-    assert _finetune(root, base, "ft-doc", "--logical-batch", "4", "--dp-steps", "2",
+    assert 0 < t["epsilon"] - without < 0.05  # the count costs little by RDP
+    assert _finetune(root, base, "ft-doc", "--sample-rate", "0.11", "--dp-steps", "2",
+                     "--noise-multiplier", "1.0",
                      "--dp-params", "bias", "--privacy-unit", "document", "--documents",
                      str(root / "docs.txt"), "--allow-few-units") == 0
     assert_no_unit_count(root / "ft-doc", N_DOCS, public=base)

@@ -177,10 +177,13 @@ def test_refused_combinations():
     with pytest.raises(InputError, match="batch-schedule"):
         DPConfig(delta=1e-5, noise_multiplier=1.0, batch_schedule="8:0,16:4",
                  simulate_batch=4).check()
+    public_rate = dict(delta=1e-5, noise_multiplier=1.0, sample_rate=0.1)
     with pytest.raises(InputError, match="--dp-clip-mode"):
-        DPConfig(**base, clip_mode="auto").check()
+        DPConfig(**public_rate, clip_mode="auto").check()
     with pytest.raises(InputError, match="--dp-loss"):
-        DPConfig(**base, loss="max").check()
+        DPConfig(**public_rate, loss="max").check()
+    with pytest.raises(InputError, match="needs the planned --logical-batch"):
+        DPConfig(**public_rate, simulate_batch=4).check()
     with pytest.raises(InputError, match="positive"):  # σ = 0 only for the control
         sgd.DPSGD(torch.nn.Linear(2, 2), None, max_grad_norm=1.0, noise_multiplier=0.0,
                   expected_batch_size=1)

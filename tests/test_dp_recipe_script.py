@@ -14,7 +14,7 @@ from tinymodel import write_domain
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CELLS = """# name, then nmtfrag finetune options
 nonprivate-all  --lr 0.001
-dp-lora   --dp --noise-multiplier 0.8 --dp-params lora --lora-rank 2 --dp-lr 0.01 --logical-batch 60 --dp-clipping ghost
+dp-lora   --dp --noise-multiplier 0.8 --dp-params lora --lora-rank 2 --dp-lr 0.01 --sample-rate 0.33 --dp-clipping ghost
 dp-lora-sim --dp --noise-multiplier 0.8 --dp-params lora --lora-rank 2 --dp-lr 0.01 --logical-batch 60 --dp-simulate-batch 20
 """
 
@@ -40,9 +40,9 @@ def study(tiny_model_dir, tmp_path_factory):
 
 def test_cells_train_the_same_passes_and_the_table_has_their_figures(study):
     out, _, proc = study
-    # DP: 2 expected passes of Poisson batches of 60 over ñ ≈ 180 pairs (the DP count)
+    # DP: 2 expected passes at the public rate 0.33: ceil(2 / 0.33) steps, no n needed
     cert = json.loads((out / "ft-dp-lora" / "privacy.json").read_text())["training"]
-    assert cert["steps"] == math.ceil(2 * cert["unit_count"]["planning_count"] / 60)
+    assert cert["steps"] == math.ceil(2 / 0.33) and cert["history"][1][1] == 0.33
     assert "n_units" not in cert
     owner = json.loads((out / "ft-dp-lora" / "owner" / "manifest.json").read_text())
     assert owner["units"]["n"] == 180
@@ -65,14 +65,21 @@ def test_cells_train_the_same_passes_and_the_table_has_their_figures(study):
     assert 0 <= dp["clipped_share"] <= 1 and dp["snr_mean"] > 0
     assert dp["p_value"] is not None and not by["nonprivate-all"]["dp"]
     assert "| dp-lora | lora |" in proc.stdout and (out / "table.md").read_text() == md
-    assert dp["steps"] == 6 and dp["epochs"] == pytest.approx(6 * 60 / 180)
+    assert dp["steps"] == 7 and dp["epochs"] == pytest.approx(7 * 0.33)  # q = 0.33 each
     assert dp["cpu_hours"] > 0 and dp["mode"] == "private"
-    # the simulated cell: the planned 6 steps on batches of 20 with σ·20/60, marked
+    assert "| dp-lora | lora | 0.01 |" in md and "| 7 × q 0.33 |" in md
+    # the simulated cell: the planned steps (2 passes of batches of 60 over the DP count
+    # ñ) on batches of 20 with σ·20/60, marked
+    from nmtfrag.dp import unit_count
+
     sim = by["dp-lora-sim"]
-    assert sim["mode"] == "simulation" and not sim["dp"] and sim["steps"] == 6
+    owner = json.loads((out / "ft-dp-lora-sim" / "owner" / "manifest.json").read_text())
+    n_plan = unit_count.planning_count(owner["units"]["noisy_count"], 60)
+    steps = math.ceil(2 * n_plan / 60)
+    assert sim["mode"] == "simulation" and not sim["dp"] and sim["steps"] == steps
     assert sim["sigma"] == pytest.approx(0.8 * 20 / 60) and sim["logical_batch"] == 20
-    assert sim["epochs"] == pytest.approx(6 * 20 / 180)
-    assert "| dp-lora-sim | lora | 0.01 | sim | 0.267 | 6 × 20 |" in md
+    assert sim["epochs"] == pytest.approx(steps * 20 / n_plan)
+    assert f"| dp-lora-sim | lora | 0.01 | sim | 0.267 | {steps} × 20 |" in md
     assert not (out / "ft-dp-lora-sim" / "privacy.json").exists()
 
 

@@ -25,7 +25,7 @@ def _job(root, base, out, **kw):
 
 def _config(**kw):
     # dropout stays on (FineTuneJob's 0.2): the global torch generator must resume too
-    return DPConfig(**dict(dict(delta=1e-3, noise_multiplier=1.0, logical_batch=30,
+    return DPConfig(**dict(dict(delta=1e-3, noise_multiplier=1.0, sample_rate=0.25,
                                 physical_batch=16, steps=5, seed=3, lr=1e-3), **kw))
 
 
@@ -79,9 +79,11 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_one(tiny_dir, tmp_path,
     assert _log(cut) == _log(tmp_path / "whole")
     cert = [json.loads((d / "privacy.json").read_text())["training"]
             for d in (tmp_path / "whole", cut)]
-    n_hat = json.loads((cut / "owner" / "manifest.json").read_text())["units"]["noisy_count"]
-    q = 30 / unit_count.planning_count(n_hat, 30)
-    assert cert[0]["history"] == cert[1]["history"] == [[20.0, 1.0, 1], [1.0, q, 5]]
+    n_hat = [json.loads((d / "owner" / "manifest.json").read_text())["units"]["noisy_count"]
+             for d in (tmp_path / "whole", cut)]
+    assert cert[1]["unit_count"]["planning_count"] == unit_count.planning_count(n_hat[1], 1)
+    assert cert[0]["history"] == cert[1]["history"] == [
+        [unit_count.COUNT_NOISE, 1.0, 1], [1.0, 0.25, 5]]  # --sample-rate 0.25
     assert cert[0]["epsilon"] == cert[1]["epsilon"] == summary["epsilon"]
     assert not os.path.exists(state)  # the generator states do not outlive the run
     assert "dp-state.pt" not in json.loads((cut / "manifest.json").read_text())[

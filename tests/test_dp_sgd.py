@@ -246,12 +246,15 @@ def test_finetune_dp_end_to_end(tiny_dir, capsys):
     priv = json.loads((out / "privacy.json").read_text())
     t = priv["training"]
     n_plan = t["unit_count"]["planning_count"]  # the DP count ñ, not n = 120
-    assert t["history"] == [[20.0, 1.0, 1], [t["noise_multiplier"], 30 / n_plan, 4]]
+    assert t["history"] == [[100.0, 1.0, 1], [t["noise_multiplier"], 30 / n_plan, 4]]
     assert t["epsilon"] <= 2.0
     # all parameters: the tied embedding matrix rules out ghost clipping
     assert t["clipping"].startswith("opacus hooks")
-    assert t["epsilon"] == pytest.approx(
-        accounting.epsilon([tuple(h) for h in t["history"]], 1e-3, "rdp"))
+    # q came from ñ: the count and the training compose by basic composition
+    eps_count = accounting.analytic_gaussian_epsilon(100.0, 1e-4)
+    assert t["epsilon"] == pytest.approx(eps_count + t["composition"]["epsilon_train_bound"])
+    assert accounting.epsilon([tuple(h) for h in t["history"][1:]], 9e-4, "rdp") \
+        <= 2.0 - eps_count
     assert len((out / "owner" / "train.log").read_text().splitlines()) == 4
     assert not [f for f in os.listdir(out) if f.startswith(".dp-work")]  # no text left
     capsys.readouterr()
@@ -278,7 +281,7 @@ def test_vocabulary_epsilon_composes_into_the_certificate(tiny_dir, tmp_path):
     (ext / "privacy.json").write_text(json.dumps(
         {"vocabulary": {"epsilon": 0.4, "delta": 2e-9}}))
     argv = _argv(root, str(ext), "dpv", "--noise-multiplier", "2.0", "--delta", "1e-3",
-                 "--logical-batch", "30", "--physical-batch", "30", "--dp-steps", "2",
+                 "--sample-rate", "0.25", "--physical-batch", "30", "--dp-steps", "2",
                  "--dp-freeze-embeddings", "--dp-clipping", "ghost")
     assert main(argv) == 0
     priv = json.loads((root / "dpv" / "privacy.json").read_text())
@@ -297,11 +300,11 @@ def test_vocabulary_epsilon_composes_into_the_certificate(tiny_dir, tmp_path):
       "--logical-batch", "30"], "exactly one"),
     (["--noise-multiplier", "1", "--delta", "1e-3", "--logical-batch", "30",
       "--update-freq", "2"], "update-freq"),
-    (["--noise-multiplier", "1", "--delta", "0.05", "--logical-batch", "30",
+    (["--noise-multiplier", "1", "--delta", "0.05", "--sample-rate", "0.25",
       "--dp-steps", "1"], "1/n"),
-    (["--noise-multiplier", "1", "--delta", "1e-3", "--logical-batch", "500",
+    (["--target-epsilon", "3", "--delta", "1e-3", "--logical-batch", "500",
       "--dp-steps", "1"], "exceeds"),
-    (["--noise-multiplier", "1", "--delta", "1e-3", "--logical-batch", "30",
+    (["--noise-multiplier", "1", "--delta", "1e-3", "--sample-rate", "0.25",
       "--dp-steps", "1", "--dp-clipping", "ghost"], "shared by several layers"),
 ])
 def test_finetune_dp_refuses_void_configurations(tiny_dir, capsys, extra, msg):

@@ -111,7 +111,7 @@ def test_document_level_lora_through_the_facade(tiny_dir, tmp_path):
     owner = json.loads((tmp_path / "doc-lora" / "owner" / "manifest.json").read_text())
     assert owner["units"]["n"] == 20
     n_plan = t["unit_count"]["planning_count"]  # ñ: q counts documents, never n
-    assert t["history"] == [[20.0, 1.0, 1], [t["noise_multiplier"], 6 / n_plan, 3]]
+    assert t["history"] == [[100.0, 1.0, 1], [t["noise_multiplier"], 6 / n_plan, 3]]
     assert t["trained_parameters"]["kind"] == "lora"
     assert "document" in t["unit"]
     from nmtfrag.model_dir import load_state
@@ -124,9 +124,9 @@ def test_document_level_lora_through_the_facade(tiny_dir, tmp_path):
 
 def test_config_refusals():
     with pytest.raises(InputError, match="needs --documents"):
-        DPConfig(delta=1e-5, noise_multiplier=1.0, logical_batch=8, unit="document").check()
+        DPConfig(delta=1e-5, noise_multiplier=1.0, sample_rate=0.1, unit="document").check()
     with pytest.raises(InputError, match="--dedup"):
-        DPConfig(delta=1e-5, noise_multiplier=1.0, logical_batch=8, unit="document",
+        DPConfig(delta=1e-5, noise_multiplier=1.0, sample_rate=0.1, unit="document",
                  documents="d.txt", dedup=True).check()
     with pytest.raises(InputError, match="exactly one"):
         DPConfig(delta=1e-5, logical_batch=8).check()
@@ -137,7 +137,7 @@ def test_privacy_command_shows_unit_and_trained_set(tiny_dir, tmp_path, capsys):
 
     root, base = tiny_dir
     assert main(_argv(root, base, "lora-cert", "--noise-multiplier", "1.5", "--delta", "1e-3",
-                      "--logical-batch", "30", "--physical-batch", "16", "--dp-steps", "1",
+                      "--sample-rate", "0.25", "--physical-batch", "16", "--dp-steps", "1",
                       "--dp-params", "lora", "--lora-rank", "2")) == 0
     capsys.readouterr()
     assert main(["privacy", str(root / "lora-cert")]) == 0
@@ -147,4 +147,4 @@ def test_privacy_command_shows_unit_and_trained_set(tiny_dir, tmp_path, capsys):
     assert "clipping  opacus hooks" in out
     assert " units" not in out.split("noise multiplier")[1].splitlines()[0]
     assert "rdp" in out and "prv" in out
-    assert "unit count: ñ = n + N(0, 20²)" in out
+    assert "unit count: ñ = n + N(0, 100²)" in out

@@ -53,7 +53,7 @@ def _finetune(root, model, out, *extra):
                  str(root / "train.en"), "--valid-src", str(root / "valid.de"),
                  "--valid-tgt", str(root / "valid.en"), "--out", str(root / out),
                  "--pretokenized", "--threads", "1", "-q", "--dp",
-                 "--noise-multiplier", "1.0", "--logical-batch", "8", "--dp-steps", "1",
+                 "--noise-multiplier", "1.0", "--sample-rate", "0.05", "--dp-steps", "1",
                  *extra])
 
 

@@ -80,7 +80,7 @@ def test_finetune_out_inside_model_dir(corpus, model, capsys):
 def test_dp_finetune_out_is_model_keeps_model(corpus, model, capsys):
     before = tree(model)
     refused(capsys, _ft_argv(corpus, model, model, "--overwrite", "--dp", "--delta", "1e-3",
-                             "--noise-multiplier", "2.0", "--logical-batch", "20",
+                             "--noise-multiplier", "2.0", "--sample-rate", "0.2",
                              "--physical-batch", "20", "--dp-steps", "1"),
             "is the input directory")
     assert tree(model) == before

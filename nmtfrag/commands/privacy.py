@@ -2,8 +2,10 @@
 
 `nmtfrag privacy MODEL_DIR` reads MODEL_DIR/privacy.json (written by
 `nmtfrag finetune --dp`), recomputes ε_T from the recorded history (the DP unit count's
-segment first, then the noisy steps) with both accountants (RDP and PRV) as a
-cross-check, and prints the privacy unit, ε_V (vocabulary), the ε of every earlier DP
+segment first, then the noisy steps) by the recorded composition — RDP/PRV composition
+of the whole history when the rates were fixed in advance (--sample-rate), basic
+composition ε_count + ε_train when they came from the DP count (logical batch) — with
+both accountants (RDP and PRV) as a cross-check, and prints the privacy unit, ε_V (vocabulary), the ε of every earlier DP
 training of the base model, ε_T (training) and their sum (basic composition) — only
 when all are guarantees for the same privacy unit; otherwise it prints the parts, says
 they are not composable, and exits 2.
@@ -112,22 +114,23 @@ def _certificate(model_dir):
             hist = t["history"]
             if len(hist) == 0 or any(len(h) != 3 for h in hist):
                 raise ValueError("history must be [[σ, q, steps], …]")
-        recomputed = {name: accounting.epsilon([tuple(h) for h in training["history"]],
-                                               training["delta"], name)
-                      for name in accounting.ACCOUNTANTS}
+        certified, recomputed, parts = accounting.certify_training(training)
         main = training.get("accountant", "rdp")
         try:
             total = accounting.compose_certificate(training, cert.get("vocabulary"),
-                                                   earlier,
-                                                   training_eps=recomputed.get(main))
+                                                   earlier, training_eps=certified)
         except accounting.NotComposable as exc:
             total = {"epsilon": None, "delta": None, "composable": False,
                      "reason": str(exc)}
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{path}: malformed privacy certificate ({exc})") from None
     return {"model_dir": os.path.abspath(model_dir),
-            "training": {**training, "epsilon": recomputed[main],
-                         "epsilon_recomputed": recomputed},
+            "training": {**training, "epsilon": certified,
+                         "epsilon_recomputed": recomputed,
+                         "composition": {**(training.get("composition") or {
+                             "kind": accounting.RDP_COMPOSITION,
+                             "why": accounting.COMPOSITION_WHY[
+                                 accounting.RDP_COMPOSITION]}), "parts": parts}},
             "earlier_training": [{**t, "epsilon": accounting.training_epsilon(t)}
                                  for t in earlier],
             "vocabulary": cert.get("vocabulary") or accounting.NO_VOCABULARY,
@@ -181,6 +184,19 @@ def _release_certificate(release_dir, rel):
                       "composition": "one mechanism (ε, δ_G + δ_T)"}}
 
 
+def _print_composition(t):
+    """How the unit count and the training compose, with the parts."""
+    comp = t["composition"]
+    print(f"          composition: {comp['why']}")
+    parts = comp["parts"]
+    if comp["kind"] == "basic":
+        c, tr = parts["count"], parts["training"]
+        print(f"          ε_count = {c['epsilon']:.4f} at δ_count = {c['delta']:g} "
+              f"({c['mechanism']}); ε_train = {tr['epsilon']:.4f} ≤ "
+              f"{tr['epsilon_bound']:.4f} (bound fixed in advance) at δ_train = "
+              f"{tr['delta']:g} ({tr['accountant']}); ε_T = ε_count + bound")
+
+
 def _print_release(out):
     r, tot = out["release"], out["total"]
     print(f"release: {out['release_dir']}")
@@ -228,7 +244,8 @@ def run(args):
               f"{t.get('steps')} noisy steps, clip {t.get('max_grad_norm')}")
         if t.get("unit_count"):
             print(f"          unit count: ñ = n + N(0, {t['unit_count']['noise_std']:g}²), "
-                  "composed as the history's first segment (n itself is not shipped)")
+                  "the history's first segment (n itself is not shipped)")
+        _print_composition(t)
         tp = t.get("trained_parameters") or {"kind": "all"}
         print("trained   " + ", ".join(f"{k} {v}" for k, v in tp.items()
                                        if k != "modules")

@@ -170,10 +170,71 @@ def compose_basic(*guarantees):
 NO_VOCABULARY = {"epsilon": 0.0, "delta": 0.0, "note": "public vocabulary of the base model"}
 
 
+# How a DP-SGD certificate composes the DP unit count (history[0]) with the training
+# (history[1:]): training["composition"]["kind"].
+RDP_COMPOSITION = "rdp"
+BASIC_COMPOSITION = "basic"
+COMPOSITION_WHY = {
+    RDP_COMPOSITION: "rates fixed in advance: RDP composition",
+    BASIC_COMPOSITION: "rates chosen from the DP count: basic composition of "
+                       "(ε_count, δ_count) and (ε_train, δ_train)",
+}
+
+
+def composition_record(kind, delta, epsilon_train_bound=None, delta_count=None):
+    """The composition spec a certificate records before ε is computed: for basic
+    composition, the δ split and the training's ε bound, fixed before ñ was drawn."""
+    if kind == RDP_COMPOSITION:
+        return {"kind": kind, "why": COMPOSITION_WHY[kind]}
+    return {"kind": kind, "why": COMPOSITION_WHY[kind], "delta_count": delta_count,
+            "delta_train": float(delta) - delta_count,
+            "epsilon_train_bound": epsilon_train_bound}
+
+
+def certify_training(training):
+    """(ε certified, {accountant: ε}, parts) of a DP-SGD training entry, recomputed
+    from its history and recorded composition.
+
+    RDP composition (or none recorded: older certificates): ε of the whole history,
+    count segment first. Basic composition: ε_count = analytic-Gaussian ε of the count
+    segment at δ_count, ε_train = the accountant's ε of history[1:] at δ_train, which
+    must not exceed the bound fixed in advance; the certificate is ε_count + the bound
+    (the guarantee is the pre-fixed budget, not the realised ε_train, which depends on
+    ñ). The per-accountant figures of basic composition are ε_count + realised ε_train.
+    """
+    hist = [tuple(h) for h in training["history"]]
+    delta, main = training["delta"], training.get("accountant", "rdp")
+    comp = training.get("composition") or {"kind": RDP_COMPOSITION}
+    if comp["kind"] == RDP_COMPOSITION:
+        eps = {name: epsilon(hist, delta, name) for name in ACCOUNTANTS}
+        return eps[main], eps, {"history": "count segment + training segments",
+                                "delta": delta}
+    if comp["kind"] != BASIC_COMPOSITION:
+        raise ValueError(f"unknown composition {comp['kind']!r}")
+    d_count, d_train = float(comp["delta_count"]), float(comp["delta_train"])
+    if abs(d_count + d_train - delta) > 1e-12 * delta:
+        raise ValueError("δ_count + δ_train must equal the certificate's δ")
+    count_sigma, count_q, count_steps = hist[0]
+    if count_q != 1.0 or count_steps != 1:
+        raise ValueError("the history's first segment must be the unit count [s, 1, 1]")
+    eps_count = analytic_gaussian_epsilon(count_sigma, d_count)
+    train = {name: epsilon(hist[1:], d_train, name) for name in ACCOUNTANTS}
+    bound = float(comp["epsilon_train_bound"])
+    if train[main] > bound * (1 + 1e-9):
+        raise ValueError(f"ε_train {train[main]} ({main}) exceeds the bound {bound} "
+                         "fixed in advance")
+    parts = {"count": {"epsilon": eps_count, "delta": d_count,
+                       "mechanism": "analytic Gaussian, sensitivity 1"},
+             "training": {"epsilon": train[main], "epsilon_bound": bound,
+                          "delta": d_train, "accountant": main,
+                          "epsilon_all_accountants": train}}
+    return (eps_count + bound, {name: eps_count + e for name, e in train.items()}, parts)
+
+
 def training_epsilon(training):
-    """ε of a certificate's training entry, recomputed from its recorded history."""
-    return epsilon([tuple(h) for h in training["history"]], training["delta"],
-                   training.get("accountant", "rdp"))
+    """Certified ε of a certificate's training entry, recomputed from its recorded
+    history by its recorded composition (certify_training)."""
+    return certify_training(training)[0]
 
 
 # Privacy units of the certificates, finest last. A guarantee for one distinct sentence

@@ -18,8 +18,10 @@ def add_arguments(parser):
         "sampling of logical batches (see `nmtfrag privacy` to plan ε before "
         "training); the certificate goes to OUT/privacy.json and OUT/manifest.json.")
     g.add_argument("--dp", action="store_true",
-                   help="train with DP-SGD (requires --delta and one of "
-                        "--target-epsilon / --noise-multiplier)")
+                   help="train with DP-SGD (requires --delta, one of --sample-rate / "
+                        "--logical-batch / --batch-schedule, and one of "
+                        "--target-epsilon / --noise-multiplier; --noise-multiplier only "
+                        "with --sample-rate)")
     g.add_argument("--target-epsilon", type=float, default=None,
                    help="calibrate the noise multiplier so that training reaches this ε "
                         "at --delta")
@@ -33,6 +35,14 @@ def add_arguments(parser):
     g.add_argument("--logical-batch", type=int, default=None,
                    help="expected examples per noisy step (Poisson sampling rate = "
                         "logical batch / training examples)")
+    g.add_argument("--sample-rate", type=float, default=None, metavar="Q",
+                   help="public Poisson sampling rate of every noisy step, in (0, 1]; "
+                        "instead of --logical-batch/--batch-schedule. The rate is fixed "
+                        "in advance (no unit count needed for it; --max-epochs E gives "
+                        "ceil(E/Q) steps), so the DP unit count and the training compose "
+                        "by RDP and --noise-multiplier is allowed. With a logical batch "
+                        "q = B/ñ comes from the DP count ñ: only --target-epsilon, "
+                        "certified by basic composition (ε_count + ε_train)")
     g.add_argument("--physical-batch", type=int, default=32,
                    help="examples per forward/backward pass (and at most --max-tokens "
                         "padded source+target tokens); physical batches are "
@@ -179,6 +189,7 @@ def config_from_args(args):
         delta=args.delta, target_epsilon=args.target_epsilon,
         noise_multiplier=args.noise_multiplier, max_grad_norm=args.max_grad_norm,
         logical_batch=args.logical_batch, batch_schedule=args.batch_schedule,
+        sample_rate=args.sample_rate,
         physical_batch=args.physical_batch, physical_max_tokens=args.max_tokens,
         steps=args.dp_steps or getattr(args, "max_updates", None),
         epochs=getattr(args, "max_epoch", None), accountant=args.accountant,

@@ -46,6 +46,7 @@ class DPConfig:
     noise_multiplier: Optional[float] = None
     max_grad_norm: float = 1.0
     logical_batch: Optional[int] = None        # expected units per noisy step
+    sample_rate: Optional[float] = None        # public Poisson rate q (instead of a batch)
     batch_schedule: Optional[str] = None       # "SIZE:FROM_STEP,..." (overrides it)
     physical_batch: int = 32                   # pairs per forward/backward pass
     physical_max_tokens: Optional[int] = 4096  # and padded (source+target) tokens
@@ -81,9 +82,7 @@ class DPConfig:
             raise InputError("--max-tokens must be ≥ 1")
         if self.physical_batch is None or self.physical_batch < 1:
             raise InputError("--physical-batch must be ≥ 1")
-        if not self.batch_schedule and not self.logical_batch:
-            raise InputError("--dp needs --logical-batch (expected units per noisy step) "
-                             "or --batch-schedule")
+        self.check_rates()
         if self.unit not in UNITS:
             raise InputError(f"--privacy-unit must be one of {UNITS}, got {self.unit!r}")
         if (self.unit == "document") != (self.documents is not None):
@@ -107,6 +106,44 @@ class DPConfig:
         if self.unit == "document" and self.dedup:
             raise InputError("--dedup with --privacy-unit document: a document is the "
                              "unit, so its repeated pairs are already protected with it")
+
+
+    def check_rates(self):
+        """--sample-rate Q (q public, fixed in advance) or a logical batch (q = B/ñ,
+        chosen from the DP count: only a target ε can be certified, by basic
+        composition with a budget fixed before ñ is drawn)."""
+        batch = bool(self.batch_schedule or self.logical_batch)
+        if self.sample_rate is not None:
+            if batch:
+                raise InputError("--sample-rate excludes --logical-batch and "
+                                 "--batch-schedule: give the rate or the batch")
+            if not 0.0 < self.sample_rate <= 1.0:
+                raise InputError(f"--sample-rate must be in (0, 1], got {self.sample_rate}")
+            if self.simulate_batch is not None:
+                raise InputError("--dp-simulate-batch needs the planned --logical-batch "
+                                 "(σ_sim = σ·B_SIM/B), not --sample-rate")
+            return
+        if not batch:
+            raise InputError("--dp needs --sample-rate Q, --logical-batch (expected units "
+                             "per noisy step) or --batch-schedule")
+        if self.noise_multiplier is not None and self.simulate_batch is None \
+                and not self.control:  # a simulation or control has no certificate
+            raise InputError("--noise-multiplier with --logical-batch/--batch-schedule: "
+                             "q = B/ñ comes from the DP count, so the training's ε would "
+                             "depend on it and no bound is fixed in advance; use "
+                             "--sample-rate Q, or --target-epsilon")
+        from .accounting import check_delta
+        from .unit_count import basic_split
+
+        check_delta(self.delta)
+        if self.target_epsilon is not None:
+            eps_count = basic_split(self.delta)[0]
+            if not self.target_epsilon > eps_count:
+                raise InputError(
+                    f"--target-epsilon {self.target_epsilon} does not exceed the DP unit "
+                    f"count's ε_count = {eps_count:.4f} (at δ/10): nothing would be left "
+                    "for training; raise it, or use --sample-rate Q (the count then "
+                    "costs far less by RDP composition)")
 
 
 @dataclass
@@ -146,12 +183,15 @@ def dp_device(device=None):
 
 
 def total_steps(config, segments, n):
-    """Noisy steps of the run: `steps`, else enough for `epochs` passes over n units."""
+    """Noisy steps of the run: `steps`, else enough for `epochs` passes over n units
+    (with --sample-rate Q: ceil(epochs / Q), no n needed)."""
     if config.steps:
         return int(config.steps)
     if not config.epochs:
         raise InputError("give a DP training budget: --dp-steps, --max-updates or "
                          "--max-epochs")
+    if config.sample_rate is not None:
+        return math.ceil(config.epochs / config.sample_rate)
     from .schedule import batch_at
 
     steps, seen = 0, 0.0
@@ -162,27 +202,50 @@ def total_steps(config, segments, n):
 
 
 def plan_noise(config, n_units, fixed=()):
-    """(σ, schedule segments, steps, rate segments) for n_units privacy units (in a run:
-    the DP planning count of nmtfrag.dp.unit_count, never the exact n). A target ε is
-    reached with the `fixed` segments (the count's) composed in front."""
-    from . import accounting, schedule
+    """(σ, schedule segments, steps, rate segments, composition) for n_units privacy
+    units (in a run: the DP planning count of nmtfrag.dp.unit_count, never the exact n).
 
+    --sample-rate: q and the steps do not depend on n_units, so the training's curve is
+    fixed in advance and a target ε is reached with the `fixed` segments (the count's)
+    composed in front (RDP composition). Logical batch: q = B/n_units is chosen from the
+    count, so σ makes the training alone reach E − ε_count at δ_train (basic
+    composition; the split is fixed in advance, whatever n_units is)."""
+    from . import accounting, schedule, unit_count
+
+    if config.sample_rate is not None:
+        segs = [(0, None)]
+        steps = total_steps(config, segs, n_units)
+        rate_segs = [(float(config.sample_rate), steps)]
+        comp = accounting.composition_record(accounting.RDP_COMPOSITION, config.delta)
+        if config.noise_multiplier is not None:
+            return float(config.noise_multiplier), segs, steps, rate_segs, comp
+        sigma = accounting.noise_multiplier_for(config.target_epsilon, config.delta,
+                                                rate_segs, config.accountant, fixed=fixed)
+        return sigma, segs, steps, rate_segs, comp
     segs = schedule.parse_schedule(config.batch_schedule or f"{config.logical_batch}:0")
     steps = total_steps(config, segs, n_units)
     rate_segs = schedule.rate_segments(segs, steps, n_units)
-    if config.noise_multiplier is not None:
-        sigma = float(config.noise_multiplier)
-    else:
-        sigma = accounting.noise_multiplier_for(config.target_epsilon, config.delta,
-                                                rate_segs, config.accountant, fixed=fixed)
-    return sigma, segs, steps, rate_segs
+    if config.noise_multiplier is not None:  # only a simulation or control: no certificate
+        comp = accounting.composition_record(accounting.RDP_COMPOSITION, config.delta)
+        return float(config.noise_multiplier), segs, steps, rate_segs, comp
+    eps_count, d_count, d_train = unit_count.basic_split(config.delta)
+    bound = config.target_epsilon - eps_count  # > 0: DPConfig.check_rates
+    while eps_count + bound > config.target_epsilon:  # the certificate is ≤ E, not E + ulp
+        bound = math.nextafter(bound, 0.0)
+    sigma = accounting.noise_multiplier_for(bound, d_train, rate_segs, config.accountant)
+    comp = accounting.composition_record(accounting.BASIC_COMPOSITION, config.delta,
+                                         epsilon_train_bound=bound, delta_count=d_count)
+    return sigma, segs, steps, rate_segs, comp
 
 
 def largest_batch(config, n):
     """The largest scheduled logical batch; refused when above the n units (the owner's
-    terminal only: q = batch / ñ is then clamped to 1 at most)."""
+    terminal only: q = batch / ñ is then clamped to 1 at most). With --sample-rate no
+    rate comes from ñ: 1 (ñ only scales the update)."""
     from .schedule import parse_schedule
 
+    if config.sample_rate is not None:
+        return 1
     size = max(s for _, s in parse_schedule(config.batch_schedule
                                             or f"{config.logical_batch}:0"))
     if size > n:
@@ -225,8 +288,9 @@ def check_enough_units(config, n_units):
     """Refuse a guarantee over fewer than MIN_UNITS units, saying what it would cost."""
     if n_units >= MIN_UNITS or config.allow_few_units:
         return
-    sigma, segs, _, _ = plan_noise(config, n_units)
-    batch = min(segs[0][1], n_units)  # segments are (from_step, size)
+    sigma, segs = plan_noise(config, n_units)[:2]
+    batch = (max(config.sample_rate * n_units, 1.0) if config.sample_rate is not None
+             else min(segs[0][1], n_units))  # segments are (from_step, size)
     raise InputError(
         f"only {n_units} {config.unit}s: a DP guarantee over so few units is refused. "
         f"Each noisy step averages at most {n_units} clipped gradients; this plan needs "
@@ -273,6 +337,18 @@ def rate_at(segments, n, step):
     from .schedule import batch_at
 
     return batch_at(segments, step) / n
+
+
+def fixed_rate(q, step):
+    """Poisson sampling rate of a step with --sample-rate: q itself, exactly."""
+    return q
+
+
+def step_rates(config, segments, n_plan):
+    """rate_of_step for train_dp (picklable, for spawned processes)."""
+    if config.sample_rate is not None:
+        return functools.partial(fixed_rate, float(config.sample_rate))
+    return functools.partial(rate_at, segments, n_plan)
 
 
 def run_training(model, dataset, units, train_kwargs, *, world_size, device, work,
@@ -494,7 +570,8 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
             n_hat = unit_count.noisy_count(n, unit_count.count_rng(seed))
             resume.save_count(out, n_hat)
         n_plan = unit_count.planning_count(n_hat, largest_batch(config, n))
-        sigma, segs, steps, rate_segs = plan_noise(config, n_plan, fixed=[count_seg])
+        sigma, segs, steps, rate_segs, composition = plan_noise(config, n_plan,
+                                                                fixed=[count_seg])
         train_sigma, train_segs = simulate.training_noise(config, sigma, segs, n)
         n_trainable, _ = trainable.apply(model, config.params,
                                          seed=seed.value if seed.reproducible else 0)
@@ -508,7 +585,9 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                       job.quiet)
 
         print(f"DP-SGD: n={n} {config.unit}s, {steps} noisy steps, σ={sigma:.4f}, "
-              f"C={config.max_grad_norm}, logical batch {segs}, physical batch "
+              f"C={config.max_grad_norm}, " + (f"sample rate {config.sample_rate}"
+              if config.sample_rate is not None else f"logical batch {segs}")
+              + f", physical batch "
               f"{config.physical_batch} (≤ {config.physical_max_tokens} tokens), trained "
               f"parameters {config.params.kind} ({n_trainable}), {job.world_size} "
               f"process(es), randomness {seed.source}",
@@ -520,7 +599,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                   f"logical batch {train_segs[0][1]}", file=sys.stderr)
         t_train = time.time()
         train_kwargs = dict(
-            steps=steps, rate_of_step=functools.partial(rate_at, train_segs, n_plan),
+            steps=steps, rate_of_step=step_rates(config, train_segs, n_plan),
             divisor_units=n_plan,
             noise_multiplier=train_sigma, max_grad_norm=config.max_grad_norm,
             physical_batch=config.physical_batch, max_tokens=config.physical_max_tokens,
@@ -553,8 +632,6 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
     if run_mode != "private":  # ε of the planned run, for the record; no certificate
         history = accounting.rates_history(sigma, rate_segs)
     history = [count_seg] + [tuple(h) for h in history]
-    eps = {name: accounting.epsilon(history, config.delta, name)
-           for name in accounting.ACCOUNTANTS}
     training = {"mechanism": "DP-SGD, Poisson-subsampled Gaussian, add/remove one unit",
                 "neighbouring": "add/remove one unit; the number of units is not shipped",
                 "unit": unit_text(config), "privacy_unit": config.unit,
@@ -565,17 +642,25 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                 "clip_mode": clipping_choice.CLIP_MODE_TEXT[config.clip_mode],
                 "processes": job.world_size,
                 "accountant": config.accountant,
-                "epsilon": eps[config.accountant], "epsilon_all_accountants": eps,
                 "delta": config.delta, "noise_multiplier": sigma,
                 "max_grad_norm": config.max_grad_norm, "steps": steps,
+                "sample_rate": config.sample_rate,
                 "unit_count": {
                     "mechanism": "ñ = n + N(0, s²), sensitivity 1: the history's first "
-                                 "segment [s, 1.0, 1]; every rate q = batch / ñ (raised to "
-                                 "keep q ≤ 1) and step count comes from ñ, never from n",
+                                 "segment [s, 1.0, 1]; " + (
+                                     "q = --sample-rate and the steps are public, ñ only "
+                                     "scales the update (divisor q·ñ)"
+                                     if config.sample_rate is not None else
+                                     "every rate q = batch / ñ (raised to keep q ≤ 1) and "
+                                     "step count comes from ñ, never from n"),
                     "noise_std": count_seg[0], "planning_count": n_plan},
+                "composition": composition,
                 "history": [list(h) for h in history],
                 "target_epsilon": config.target_epsilon,
                 "randomness": seed.public_record()}
+    eps, eps_all, parts = accounting.certify_training(training)
+    training.update(epsilon=eps, epsilon_all_accountants=eps_all)
+    training["composition"]["parts"] = parts
     total = accounting.compose_certificate(training, vocab_privacy, earlier,
                                            training_eps=training["epsilon"])
     privacy = {"training": training,
@@ -586,6 +671,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
         "optimizer": "adamw", "dp_weight_decay": config.weight_decay,
         "dropout": job.dropout, "label_smoothing": ls,
         "logical_batch": config.logical_batch, "batch_schedule": config.batch_schedule,
+        "sample_rate": config.sample_rate,
         "physical_batch": config.physical_batch,
         "physical_max_tokens": config.physical_max_tokens,
         "max_grad_norm": config.max_grad_norm,
@@ -597,7 +683,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
         "dp_loss": config.loss, "dp_warmup_steps": config.warmup_steps}
     not_private = (None if run_mode == "private" else
                    simulate.record(config, sigma, segs, steps, train_sigma,
-                                   eps[config.accountant]))
+                                   eps))
     snrs = [r["snr"] for r in records]
     write_owner_json(out, {
         "kind": "nmtfrag-finetuned-model-owner-record",
@@ -650,6 +736,6 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
     if not_private:  # the planned run's ε is no ε of this one
         summary.update(epsilon=None, epsilon_total=None,
                        not_private=not_private["not_private"],
-                       epsilon_if_private=eps[config.accountant],
+                       epsilon_if_private=eps,
                        trained_noise_multiplier=train_sigma)
     return summary

@@ -67,7 +67,9 @@ def cell_row(root, name):
             epsilon_rdp=t["epsilon_all_accountants"].get("rdp"),
             epsilon_prv=t["epsilon_all_accountants"].get("prv"),
             sigma=t["noise_multiplier"], steps=t["steps"],
-            logical_batch=params.get("logical_batch") or params.get("batch_schedule"),
+            logical_batch=(params.get("logical_batch") or params.get("batch_schedule")
+                           or (f"q {params['sample_rate']}" if params.get("sample_rate")
+                               else None)),
             clipping=t.get("clipping"))
     else:
         result = man.get("result") or {}
