@@ -109,9 +109,11 @@ def test_kill_9_leaves_no_corpus_in_out(setup, tmp_path):
     found = []
     for dirpath, dirs, files in os.walk(out):
         found += [os.path.relpath(os.path.join(dirpath, f), out) for f in dirs + files]
-    # owner-only: the step log, and the resumable state (nmtfrag.dp.resume) if saved
+    # owner-only: the step log, and the resumable state (nmtfrag.dp.resume) if saved:
+    # the run's identity, its DP unit count ñ, the training state
     assert set(found) <= {"owner", os.path.join("owner", "train.log"),
                           os.path.join("owner", "dp-run.json"),
+                          os.path.join("owner", "dp-count.json"),
                           os.path.join("owner", "dp-state.pt")}
     sentence = pairs[0][0]
     for dirpath, _, files in os.walk(out):
