@@ -28,7 +28,8 @@
 # Machine:
 #   DEVICE (cpu|cuda; default: cuda if available)   --fp16 (CUDA: mixed precision)
 #   ENGINE (fairseq|ctranslate2) decoder for BLEU; default: ctranslate2 on CPU when
-#                installed (float32: fairseq's output, 1.6x faster), else fairseq
+#                installed (float32: fairseq's output, 1.6x faster), else fairseq; a
+#                rerun keeps the first run's automatic choice
 #   COMPUTE_TYPE (ctranslate2: float32)
 #   THREADS (torch CPU threads)   FT_ARGS (extra `nmtfrag finetune` options, e.g. --gpus 4)
 #   RUNS (runs/compare)   SEED (1)   SAMPLE_RATE (0.5)   BEAM (5)   CHECKPOINT
@@ -36,14 +37,15 @@
 # Output: RUNS/DOMAIN/comparison/{report.md,report.json,privacy_utility.png}, one row per
 # cell evaluated in RUNS/DOMAIN (earlier runs' cells included). A step whose
 # output dir holds a manifest.json is skipped, so rerunning the command continues; the
-# settings are kept in RUNS/DOMAIN/settings and a rerun with other ones is refused.
+# settings are kept in RUNS/DOMAIN/settings (those the script chose marked "automatic",
+# and kept by a rerun) and a rerun with other ones is refused.
 set -euo pipefail
 
 FP16=()
 if [ "${1:-}" = --fp16 ]; then FP16=(--fp16); shift; fi
 # shellcheck source=scripts/study_lib.sh
 . "$(dirname "$0")/study_lib.sh"
-domain_arg "$0" 39 "$@"
+domain_arg "$0" 41 "$@"
 check_model_and_data "$D" "$0"
 
 ALL_CELLS="len4 len4-tag len7 len7-tag sent dp-release dp-sgd"
@@ -69,7 +71,6 @@ CANARY_COUNT=${CANARY_COUNT:-3}
 CANARY_REPEATS=${CANARY_REPEATS:-1,10,25}
 SAMPLES=${SAMPLES:-1000}
 MI_PAIRS=${MI_PAIRS:-1000}
-default_engine
 RUNS=${RUNS:-runs/compare}
 SEED=${SEED:-1}
 SAMPLE_RATE=${SAMPLE_RATE:-0.5}
@@ -77,6 +78,7 @@ BEAM=${BEAM:-5}
 FT_ARGS=${FT_ARGS:-}
 OUT=$RUNS/$D
 mkdir -p "$OUT"
+default_engine "$OUT"
 
 # the settings that shape the cells: a rerun must use the same ones, or cells made with
 # different owner data or budgets would end up side by side in one report

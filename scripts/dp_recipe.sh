@@ -44,7 +44,7 @@ mkdir -p "$OUT"
 log() { echo "[dp-recipe $D $(date -u +%H:%M:%S)] $*" >&2; }
 done_() { [ -f "$1/manifest.json" ]; }
 
-default_engine
+default_engine "$OUT"
 guard_settings "$OUT" MODEL CHECKPOINT PASSES TEST_LINES TRAIN_LINES DELTA MAX_TOKENS SEED \
   ENGINE
 
