@@ -115,6 +115,15 @@ def _reconstruction_figures(rep):
         value, mode = max(values, key=lambda v: v[0]) if values else (None, None)
         out[name] = value
         out["strongest_mode"][name] = mode
+    # each order's share of distinct target n-grams recovered, the most any mode got:
+    # releases of different max-len are compared on one order (see common_ngram_order)
+    by_order = {}
+    for m in modes.values():
+        for n, g in (m["scores"]["tgt"].get("ngrams") or {}).items():
+            v = g.get("distinct_recovered_share")
+            if v is not None and (by_order.get(n) is None or v > by_order[n]):
+                by_order[n] = v
+    out["tgt_ngrams_by_order"] = by_order
     return out
 
 
@@ -139,6 +148,9 @@ def collect(spec, base):
                     sig = s.get("significance") or {}
                     row["p_bleu"] = (sig.get("BLEU") or {}).get("p_value")
                     row["p_chrf"] = (sig.get("chrF") or {}).get("p_value")
+                    # the paired bootstrap's mean and 95% half-width, for the figure
+                    row["bleu_mean"] = (sig.get("BLEU") or {}).get("system_mean")
+                    row["bleu_ci95"] = (sig.get("BLEU") or {}).get("system_ci95")
                     row["test_lines"] = rep.get("params", {}).get("lines")
                 elif field == "reconstruction":
                     row["reconstruction"] = _reconstruction_figures(rep)
@@ -163,58 +175,241 @@ def collect(spec, base):
     return rows, inputs
 
 
-def _leak(row):
-    """Headline canary leakage: mean exposure of the most-repeated planted canaries."""
-    ex = row.get("exposure") or {}
-    planted = [k for k in ex if int(k) > 0]
-    if not planted:
-        return None, None
-    k = max(planted, key=int)
-    return ex[k]["exposure_mean"], int(k)
+BASELINE_NAMES = ("baseline", "base")
+FULL_NAMES = ("sent", "sentences")
+
+
+def reference_rows(rows):
+    """(baseline row, full-sentence row), either None: the run named baseline/base or
+    whose approach is "no fine-tuning", and the run named sent/sentences or whose
+    approach is "full sentences". Why: the figure measures every cell against what
+    fine-tuning on the owner's full sentences gains over not fine-tuning at all."""
+    def find(names, approach):
+        for r in rows:
+            if r["name"] in names or (r.get("approach") or "").strip() == approach:
+                return r
+        return None
+    return find(BASELINE_NAMES, "no fine-tuning"), find(FULL_NAMES, "full sentences")
+
+
+def gain_shares(rows):
+    """{name: (share, low, high)}: the share of the full-sentence BLEU gain each run keeps,
+    (BLEU − baseline) / (full − baseline), with the run's paired-bootstrap 95% interval
+    carried through the same map (low/high None without one); None when there is no
+    baseline or full-sentence run, or fine-tuning on full sentences gained nothing."""
+    base, full = reference_rows(rows)
+    if not base or not full or base.get("bleu") is None or full.get("bleu") is None:
+        return None
+    b, gain = base["bleu"], full["bleu"] - base["bleu"]
+    if gain <= 0:
+        return None
+    out = {}
+    for r in rows:
+        if r.get("bleu") is None:
+            continue
+        lo = hi = None
+        if r.get("bleu_mean") is not None and r.get("bleu_ci95") is not None:
+            lo = (r["bleu_mean"] - r["bleu_ci95"] - b) / gain
+            hi = (r["bleu_mean"] + r["bleu_ci95"] - b) / gain
+        out[r["name"]] = ((r["bleu"] - b) / gain, lo, hi)
+    return out
+
+
+def common_ngram_order(rows):
+    """The one n-gram order every audited release can be compared on: the shortest n
+    longer than every release's max-len (no single fragment of any of them holds such
+    an n-gram); rows whose audit did not count it are left out by the caller."""
+    lens = [r["reconstruction"]["max_len"] for r in rows if r.get("reconstruction")]
+    return max(lens) + 1 if lens else None
+
+
+def leakage_panels(rows):
+    """[(x label, {name: (x, measured)})] for each leakage measure some run has measured:
+    sentence pairs rebuilt, target n-grams of one order rebuilt, membership-inference AUC.
+    For the release measures the baseline (nothing shared) counts 0 and the full-sentence
+    run (the sentences themselves are shared) 100%, by definition (measured=False)."""
+    base, full = reference_rows(rows)
+    by_def = {}
+    if base is not None:
+        by_def[base["name"]] = 0.0
+    if full is not None:
+        by_def[full["name"]] = 100.0
+    panels = []
+    recs = {r["name"]: r["reconstruction"] for r in rows if r.get("reconstruction")}
+    if recs:
+        pts = {n: (100 * rec["pairs_rebuilt_share"], True) for n, rec in recs.items()
+               if rec.get("pairs_rebuilt_share") is not None}
+        panels.append(("sentence pairs rebuilt from what is shared (%)", pts))
+        order = common_ngram_order(rows)
+        pts = {n: (100 * rec["tgt_ngrams_by_order"][str(order)], True)
+               for n, rec in recs.items()
+               if (rec.get("tgt_ngrams_by_order") or {}).get(str(order)) is not None}
+        panels.append((f"target {order}-grams rebuilt from what is shared (%)", pts))
+        for _, pts in panels:
+            for n, x in by_def.items():
+                pts.setdefault(n, (x, False))
+    mi = {r["name"]: (r["membership"]["auc"], True) for r in rows
+          if (r.get("membership") or {}).get("auc") is not None}
+    if mi:
+        panels.append(("membership inference AUC of the model (0.5 = chance)", mi))
+    return [(label, pts) for label, pts in panels if any(m for _, m in pts.values())]
+
+
+def point_label(row):
+    """A point's label: the run's name, and its ε where it has a guarantee."""
+    eps = row.get("epsilon")
+    return row["name"] + ("" if eps is None else f" (ε={eps:.3g})")
 
 
 def plot(rows, path, title):
+    """privacy_utility.png: one panel per leakage measure that has data (x: what leaks;
+    y: share of the full-sentence gain kept, with its bootstrap interval, or BLEU when
+    there is no gain to share), every run a point labelled with its name and ε; labels
+    placed where they cover no other label and no other point, the legend below the
+    panels. Without any leakage measure, one panel of the share of gain per run."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-    panels = [
-        (axes[0], lambda r: _leak(r)[0], "canary exposure, most-repeated canaries (bits)"),
-        (axes[1], lambda r: 100 * r["reconstruction"]["tgt_ngrams_recovered_share"]
-         if r.get("reconstruction") else None,
-         "target n-grams (max-len+1 … 2·max-len) rebuilt from the release (%)"),
-    ]
-    for ax, xfun, xlabel in panels:
-        n = 0
-        for r in rows:
-            x, y = xfun(r), r.get("bleu")
-            if x is None or y is None:
+    shares = gain_shares(rows)
+    by_name = {r["name"]: r for r in rows if r.get("bleu") is not None}
+    if shares:
+        ylabel = "share of the full-sentence BLEU gain kept (%)"
+        yv = {n: tuple(None if v is None else 100 * v for v in t) for n, t in shares.items()}
+    else:
+        ylabel = "BLEU"
+        yv = {n: (r["bleu"], None, None) for n, r in by_name.items()}
+        for n, r in by_name.items():
+            if r.get("bleu_mean") is not None and r.get("bleu_ci95") is not None:
+                yv[n] = (r["bleu"], r["bleu_mean"] - r["bleu_ci95"],
+                         r["bleu_mean"] + r["bleu_ci95"])
+    panels = leakage_panels(rows)
+    if not panels:  # nothing measured leaks: the runs side by side
+        panels = [("run (no leakage measured: no release audited, no model audited)",
+                   {n: (float(i), True) for i, n in enumerate(by_name)})]
+    colours = {r["name"]: f"C{i % 10}" for i, r in enumerate(rows)}
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 0.6, 5.2),
+                             squeeze=False)
+    axes = axes[0]
+    placements = []
+    for ax, (xlabel, pts) in zip(axes, panels):
+        items = []
+        for name, (x, measured) in pts.items():
+            if name not in yv:
                 continue
-            n += 1
-            ax.scatter([x], [y], s=40)
-            label = r["name"] + (f" (ε={r['epsilon']:.3g})" if r.get("epsilon") is not None
-                                 else "")
-            ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
-        if ax is axes[0]:
-            ref = [r["exposure"]["0"]["exposure_mean"] for r in rows
-                   if "0" in (r.get("exposure") or {})]
-            if ref:
-                ax.axvline(sum(ref) / len(ref), color="grey", linestyle="--", linewidth=1,
-                           label="never-planted canaries (reference)")
-                ax.legend(fontsize=8, loc="best")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("BLEU")
+            y, lo, hi = yv[name]
+            row = by_name[name]
+            if lo is not None:
+                ax.vlines([x], [lo], [hi], color=colours[name], linewidth=1, alpha=0.6)
+            ax.scatter([x], [y], s=40, marker="D" if row.get("epsilon") is not None else "o",
+                       facecolors=colours[name] if measured else "none",
+                       edgecolors=colours[name], zorder=3)
+            items.append((x, y, lo, hi, point_label(row)))
+        if xlabel.startswith("run ("):
+            ax.set_xticks([])
+        if shares:
+            ax.axhline(0, color="grey", linewidth=0.8, linestyle=":")
+            ax.axhline(100, color="grey", linewidth=0.8, linestyle=":")
+        _pad_limits(ax, items)
+        ax.set_xlabel(xlabel, fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=9)
         ax.grid(alpha=0.3)
-        if not n:
-            ax.text(0.5, 0.5, "no run has both figures", ha="center", va="center",
-                    transform=ax.transAxes)
-    _frontier_panel(axes[2], rows)
-    fig.suptitle(f"{title}: privacy–utility (up-left is better)")
-    fig.tight_layout()
+        placements.append((ax, items))
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], marker="D", linestyle="", color="grey",
+                      label="with a DP guarantee (ε beside the name)"),
+               Line2D([], [], marker="o", linestyle="", color="grey", label="no guarantee"),
+               Line2D([], [], marker="o", linestyle="", color="grey", markerfacecolor="none",
+                      label="by definition: nothing shared (0) / the sentences (100%)"),
+               Line2D([], [], color="grey", label="paired-bootstrap 95% interval")]
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(f"{title}: what each approach keeps of the gain vs what leaks "
+                 "(up-left is better)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
+    renderer = fig.canvas.get_renderer()
+    for ax, items in placements:
+        place_labels(ax, items, renderer)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _pad_limits(ax, items):
+    """Axis limits with room around the points for their labels."""
+    if not items:
+        return
+    xs = [i[0] for i in items]
+    ys = [v for i in items for v in (i[1], i[2], i[3]) if v is not None]
+    for lim, vals in ((ax.set_xlim, xs), (ax.set_ylim, ys)):
+        lo, hi = min(vals), max(vals)
+        span = (hi - lo) or max(abs(hi), 1.0)
+        lim(lo - 0.25 * span, hi + 0.25 * span)
+
+
+LABEL_RADII = (5, 12, 20, 30, 42, 56, 72, 90)  # points from the marker
+
+
+def _candidates():
+    """Label offsets (points) in rings around the point, nearest first: 8 directions on
+    the first rings, 16 beyond."""
+    import math
+
+    for k, r in enumerate(LABEL_RADII):
+        n = 8 if k < 3 else 16
+        for j in range(n):
+            a = math.pi / 4 - 2 * math.pi * j / n  # start up-right, go round
+            yield r * math.cos(a), r * math.sin(a)
+
+
+def _overlaps(a, b, pad=1.0):
+    return a.x0 < b.x1 + pad and b.x0 < a.x1 + pad and a.y0 < b.y1 + pad and b.y0 < a.y1 + pad
+
+
+def place_labels(ax, items, renderer):
+    """Label each point (x, y, low, high, text) at the nearest offset where, as rendered,
+    the label stays inside the axes and touches no label placed before, no marker and no
+    interval bar but its own point's; a label set apart gets a thin leader line. Why: a
+    label over another label or point makes a figure that is read at a glance wrong."""
+    from matplotlib.transforms import Bbox
+
+    scale = ax.figure.dpi / 72.0
+    half = 40 ** 0.5 * scale / 2 + 1  # the markers are s=40
+    pts = [ax.transData.transform((x, y)) for x, y, *_ in items]
+    obstacles = [(k, Bbox([[px - half, py - half], [px + half, py + half]]))
+                 for k, (px, py) in enumerate(pts)]
+    for k, (x, _, lo, hi, _) in enumerate(items):
+        if lo is not None:
+            (bx, by0), (_, by1) = ax.transData.transform([(x, lo), (x, hi)])
+            obstacles.append((k, Bbox([[bx - 1, by0], [bx + 1, by1]])))
+    frame = ax.get_window_extent(renderer)
+    placed, unplaced = [], []
+    order = sorted(range(len(items)), key=lambda k: (-pts[k][1], pts[k][0]))
+    for k in order:
+        x, y, _, _, text = items[k]
+        others = [b for i, b in obstacles if i != k]
+        ann = None
+        for dx, dy in _candidates():
+            ann = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points",
+                              fontsize=8, ha="left" if dx > 0.5 else "right" if dx < -0.5
+                              else "center", va="bottom" if dy > 0.5 else "top"
+                              if dy < -0.5 else "center", annotation_clip=False)
+            box = ann.get_window_extent(renderer)
+            if (frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
+                    and not any(_overlaps(box, b) for b in placed + others)):
+                break
+            ann.remove()
+            ann = None
+        if ann is None:  # no free place: named above the panel instead
+            unplaced.append(text)
+            continue
+        placed.append(box)
+        if (dx * dx + dy * dy) ** 0.5 > LABEL_RADII[1] + 1:
+            tx, ty = ax.transData.inverted().transform(
+                (min(max(pts[k][0], box.x0), box.x1), min(max(pts[k][1], box.y0), box.y1)))
+            ax.plot([x, tx], [y, ty], color="grey", linewidth=0.5, zorder=1)
+    if unplaced:
+        ax.set_title("no room to label: " + ", ".join(unplaced), fontsize=7)
 
 
 def frontier(points):
@@ -225,34 +420,6 @@ def frontier(points):
             out.append((eps, bleu))
             best = bleu
     return out
-
-
-def _frontier_panel(ax, rows):
-    """BLEU against ε for the runs with a guarantee; runs without one as lines (give
-    the baseline `epsilon: 0` in the YAML: it uses no client data)."""
-    dp = [(r["epsilon"], r["bleu"], r["name"]) for r in rows
-          if r.get("epsilon") is not None and r.get("bleu") is not None]
-    for eps, bleu, name in dp:
-        ax.scatter([eps], [bleu], s=40)
-        ax.annotate(name, (eps, bleu), textcoords="offset points", xytext=(5, 5), fontsize=8)
-    if dp:
-        line = frontier([(e, b) for e, b, _ in dp])
-        ax.step([e for e, _ in line], [b for _, b in line], where="post", color="black",
-                linewidth=1, label="frontier")
-    for r in rows:
-        if r.get("epsilon") is None and r.get("bleu") is not None:
-            ax.axhline(r["bleu"], linestyle=":", linewidth=1, color="grey")
-            ax.annotate(f"{r['name']} (no ε)", (0, r["bleu"]), xycoords=(
-                "axes fraction", "data"), xytext=(3, 2), textcoords="offset points",
-                fontsize=7, color="grey")
-    ax.set_xlabel("ε (runs with a DP guarantee)")
-    ax.set_ylabel("BLEU")
-    ax.grid(alpha=0.3)
-    if not dp:
-        ax.text(0.5, 0.5, "no run has a DP guarantee", ha="center", va="center",
-                transform=ax.transAxes)
-    else:
-        ax.legend(fontsize=8, loc="lower right")
 
 
 def _f(x, fmt="{:.2f}"):
