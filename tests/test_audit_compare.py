@@ -90,6 +90,33 @@ def test_bad_runs_are_refused(runs, yaml_text, message):
         compare_runs(str(runs / "bad.yaml"), str(runs / "o"))
 
 
+def test_notes_are_computed_from_the_table(runs):
+    """Each note is true of the table it is under: the cells named as shortening the
+    output are exactly those more than 0.05 below the baseline's length ratio."""
+    from nmtfrag.audit.compare import table_notes
+
+    rows = [{"name": "baseline", "bleu": 10.0, "length_ratio": 1.00},
+            {"name": "a", "bleu": 12.0, "length_ratio": 0.96, "p_bleu": 0.01},
+            {"name": "b", "bleu": 9.0, "length_ratio": 0.94, "p_bleu": 0.02},
+            {"name": "sent", "bleu": 14.0, "length_ratio": 0.57, "p_bleu": 0.001},
+            {"name": "c", "bleu": 11.0, "length_ratio": 1.30, "p_bleu": 0.4,
+             "exposure": {"0": {"extracted": 0}, "5": {"extracted": 1}}}]
+    notes = table_notes(rows)
+    short = next(n for n in notes if n.startswith("Output shorter"))
+    named = {r["name"] for r in rows if r["name"] != "baseline"
+             and r["length_ratio"] < 1.00 - 0.05}
+    assert named == {"b", "sent"}
+    assert all(f"{n} (" in short for n in named) and "a (" not in short
+    assert "c (" not in short
+    assert "above the baseline's at p < 0.05: a, sent; below it: b (of 4 tested)" in \
+        " ".join(notes)
+    assert "kept: a 50%, b -25%, c 25%." in " ".join(notes)
+    assert "output verbatim by: c." in " ".join(notes)
+    rows[2]["length_ratio"] = rows[3]["length_ratio"] = 0.99
+    assert "No cell's length ratio is more than 0.05 below the baseline's (1.00)." in \
+        table_notes(rows)
+
+
 def test_cli(runs):
     cmd = [sys.executable, "-m", "nmtfrag", "audit", "compare", "--runs",
            str(runs / "runs.yaml"), "--out", str(runs / "c")]

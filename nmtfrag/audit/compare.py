@@ -461,7 +461,7 @@ def render_markdown(title, rows):
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", "`*`: differs from the baseline at p < 0.05 (sacrebleu's paired bootstrap, "
               "as run by `nmtfrag evaluate --baseline`). len out/ref: output/reference "
-              "length ratio (BLEU's), the length effect of untagged phrases. "
+              "length ratio (BLEU's). "
               "Exposure r=k: mean exposure (bits) of canaries planted k times (r=0: "
               "never planted, the reference); log2|R| is its ceiling. Extracted: planted "
               "canaries whose secret beam search outputs verbatim. MI: loss-threshold "
@@ -471,8 +471,58 @@ def render_markdown(title, rows):
               "release; n-grams: distinct target n-grams longer than max-len found in its "
               "chains; each the most any attack mode that was run (conservative, greedy) "
               "achieved. ε: (ε, δ)-DP of the training run where defined.",
-              "", "![privacy-utility](privacy_utility.png)", ""]
+              ""]
+    notes = table_notes(rows)
+    if notes:
+        lines += ["## What the table shows", ""] + [f"- {n}" for n in notes] + [""]
+    lines += ["![privacy-utility](privacy_utility.png)", ""]
     return "\n".join(lines)
+
+
+LENGTH_DROP = 0.05  # a length ratio this far below the baseline's is named
+
+
+def table_notes(rows):
+    """Sentences about this table computed from its figures (never a fixed sentence that
+    may be untrue of a given run): which cells shortened the output against the
+    baseline, which differ in BLEU from it at p < 0.05, what share of the full-sentence
+    gain each keeps, which models output a planted canary."""
+    notes = []
+    base, full = reference_rows(rows)
+    if base is not None and base.get("length_ratio") is not None:
+        b = base["length_ratio"]
+        short = [r for r in rows if r is not base and r.get("length_ratio") is not None
+                 and r["length_ratio"] < b - LENGTH_DROP]
+        notes.append(
+            (f"Output shorter than the baseline's (length ratio more than {LENGTH_DROP} "
+             f"below its {b:.2f}): " + ", ".join(f"{r['name']} ({r['length_ratio']:.2f})"
+                                                for r in short) + ".") if short else
+            f"No cell's length ratio is more than {LENGTH_DROP} below the baseline's "
+            f"({b:.2f}).")
+    better = [r["name"] for r in rows if r.get("p_bleu") is not None and r["p_bleu"] < 0.05
+              and base is not None and r["bleu"] > base["bleu"]]
+    worse = [r["name"] for r in rows if r.get("p_bleu") is not None and r["p_bleu"] < 0.05
+             and base is not None and r["bleu"] < base["bleu"]]
+    tested = [r for r in rows if r.get("p_bleu") is not None]
+    if tested and base is not None:
+        notes.append("BLEU above the baseline's at p < 0.05: "
+                     + (", ".join(better) or "none") + "; below it: "
+                     + (", ".join(worse) or "none") + f" (of {len(tested)} tested).")
+    shares = gain_shares(rows)
+    if shares:
+        notes.append(f"Share of the full-sentence gain ({full['name']}: "
+                     f"{full['bleu'] - base['bleu']:+.2f} BLEU over the baseline) kept: "
+                     + ", ".join(f"{n} {100 * v[0]:.0f}%" for n, v in shares.items()
+                                 if n not in (base["name"], full["name"])) + ".")
+    elif base is not None and full is not None and full.get("bleu") is not None:
+        notes.append(f"Full sentences ({full['name']}) gained nothing over the baseline "
+                     f"({full['bleu'] - base['bleu']:+.2f} BLEU): no share of gain is shown.")
+    leaked = [r["name"] for r in rows if any(
+        v.get("extracted") for k, v in (r.get("exposure") or {}).items() if int(k) > 0)]
+    if leaked:
+        notes.append("A planted canary's secret is output verbatim by: "
+                     + ", ".join(leaked) + ".")
+    return notes
 
 
 def compare_runs(runs_yaml, out, overwrite=False):
