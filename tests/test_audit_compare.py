@@ -29,7 +29,10 @@ def _exposure(e100, e0):
 
 
 RECON = {"kind": "nmtfrag-reconstruction-audit", "max_len": 4,
-         "release": {"params": {"sample_rate": 0.5}},
+         "release": {"params": {"sample_rate": 0.5}, "contents": {
+             "pairs": 200, "distinct_pairs": 157, "punct_or_number_only_share": 0.6,
+             "identical_sides_share": 0.3, "length_histogram": {
+                 "1": 100, "2": 40, "3": 10, "4": 7, "5-7": 0, "8-15": 0, ">15": 0}}},
          "scores": {"pair": {"rebuilt_exactly_share": 0.013},
                     "tgt": {"rebuilt_exactly_share": 0.015, "ngrams_recovered_share": 0.14,
                             "longest_span": {"median": 6},
@@ -68,6 +71,8 @@ def test_report_carries_figures(runs):
     md = (runs / "out" / "report.md").read_text()
     assert "| phrases |" in md and "14.00%" in md and "6.50" in md and "7.9" in md
     assert "| 0.612 | 0.034 |" in md
+    # what the release holds, under the table
+    assert "| phrases | 200 | 157 | 60.0% | 30.0% | 100 | 40 | 10 | 7 | 0 | 0 | 0 |" in md
     # significance marks follow each metric's own p-value; the length ratio is shown
     assert "| phrases |  | 14.50* | 34.5 | 1.31 |" in md
     assert "| dp |  | 11.00 | 31.0* | 0.97 |" in md

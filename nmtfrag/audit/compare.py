@@ -154,6 +154,8 @@ def collect(spec, base):
                     row["test_lines"] = rep.get("params", {}).get("lines")
                 elif field == "reconstruction":
                     row["reconstruction"] = _reconstruction_figures(rep)
+                    if rep["release"].get("contents"):
+                        row["release_contents"] = rep["release"]["contents"]
                 elif field == "exposure":
                     row["exposure"] = rep["summary_by_repeats"]
                 elif field == "membership":
@@ -472,6 +474,11 @@ def render_markdown(title, rows):
               "chains; each the most any attack mode that was run (conservative, greedy) "
               "achieved. ε: (ε, δ)-DP of the training run where defined.",
               ""]
+    held = [(r["name"], r["release_contents"]) for r in rows if r.get("release_contents")]
+    if held:
+        from ..stats import release_markdown
+
+        lines += release_markdown(held).splitlines()
     notes = table_notes(rows)
     if notes:
         lines += ["## What the table shows", ""] + [f"- {n}" for n in notes] + [""]

@@ -343,6 +343,9 @@ def audit_reconstruction(release, src, tgt, out, *, min_overlap=None, pretokeniz
                                                         pretokenized)
     if not src_sents:
         raise InputError(f"{src}: no usable sentence pairs")
+    from ..stats import release_contents
+
+    contents = release_contents(pairs)
     fragments = set(pairs)
     # a release whose every fragment is a whole sentence pair of the corpus needs no graph
     # search: each sentence is rebuilt as it stands, and a join of two sentences holds
@@ -379,7 +382,7 @@ def audit_reconstruction(release, src, tgt, out, *, min_overlap=None, pretokeniz
         "counting_rule": RULE,
         "release": {"dir": os.path.abspath(release), "lines": info["lines"],
                     "tagged": info["tagged"], "params": params,
-                    "sha256": info["sha256"]},
+                    "sha256": info["sha256"], "contents": contents},
         "max_len": max_len,
         "max_len_stated": stated,
         "max_len_observed": info["max_len_observed"],
