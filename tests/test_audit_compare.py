@@ -117,6 +117,13 @@ def test_notes_are_computed_from_the_table(runs):
         " ".join(notes)
     assert "kept: a 50%, b -25%, c 25%." in " ".join(notes)
     assert "output verbatim by: c." in " ".join(notes)
+    assert not any("Target" in n for n in notes)  # no release audited: no n-gram note
+    rows[1]["reconstruction"] = {"max_len": 4, "tgt_ngrams_by_order": {"5": 0.2, "8": 0.1}}
+    rows[2]["reconstruction"] = {"max_len": 7, "tgt_ngrams_by_order": {"8": 0.3}}
+    assert "Target 8-grams rebuilt (one order for every release: no fragment of any " \
+        "holds one): a 10.00%, b 30.00%." in table_notes(rows)
+    only = [rows[0], rows[3]]  # the baseline and full sentences: no share to list
+    assert not any(n.startswith("Share") for n in table_notes(only))
     rows[2]["length_ratio"] = rows[3]["length_ratio"] = 0.99
     assert "No cell's length ratio is more than 0.05 below the baseline's (1.00)." in \
         table_notes(rows)

@@ -516,14 +516,22 @@ def table_notes(rows):
                      + (", ".join(better) or "none") + "; below it: "
                      + (", ".join(worse) or "none") + f" (of {len(tested)} tested).")
     shares = gain_shares(rows)
-    if shares:
+    kept = [f"{n} {100 * v[0]:.0f}%" for n, v in (shares or {}).items()
+            if n not in (base["name"], full["name"])]
+    if kept:
         notes.append(f"Share of the full-sentence gain ({full['name']}: "
                      f"{full['bleu'] - base['bleu']:+.2f} BLEU over the baseline) kept: "
-                     + ", ".join(f"{n} {100 * v[0]:.0f}%" for n, v in shares.items()
-                                 if n not in (base["name"], full["name"])) + ".")
+                     + ", ".join(kept) + ".")
     elif base is not None and full is not None and full.get("bleu") is not None:
         notes.append(f"Full sentences ({full['name']}) gained nothing over the baseline "
                      f"({full['bleu'] - base['bleu']:+.2f} BLEU): no share of gain is shown.")
+    order = common_ngram_order(rows)
+    rebuilt = [f"{r['name']} {_pct(r['reconstruction']['tgt_ngrams_by_order'][str(order)])}"
+               for r in rows if str(order) in
+               ((r.get("reconstruction") or {}).get("tgt_ngrams_by_order") or {})]
+    if rebuilt:
+        notes.append(f"Target {order}-grams rebuilt (one order for every release: no "
+                     f"fragment of any holds one): " + ", ".join(rebuilt) + ".")
     leaked = [r["name"] for r in rows if any(
         v.get("extracted") for k, v in (r.get("exposure") or {}).items() if int(k) > 0)]
     if leaked:
