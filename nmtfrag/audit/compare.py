@@ -294,7 +294,7 @@ def plot(rows, path, title):
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 0.6, 5.2),
                              squeeze=False)
     axes = axes[0]
-    placements = []
+    placements, cut = [], False
     for ax, (xlabel, pts) in zip(axes, panels):
         items = []
         for name, (x, measured) in pts.items():
@@ -303,7 +303,7 @@ def plot(rows, path, title):
             y, lo, hi = yv[name]
             row = by_name[name]
             if lo is not None:
-                ax.vlines([x], [lo], [hi], color=colours[name], linewidth=1, alpha=0.6)
+                ax.vlines([x], [lo], [hi], color=colours[name], linewidth=1, alpha=0.4)
             ax.scatter([x], [y], s=40, marker="D" if row.get("epsilon") is not None else "o",
                        facecolors=colours[name] if measured else "none",
                        edgecolors=colours[name], zorder=3)
@@ -313,7 +313,7 @@ def plot(rows, path, title):
         if shares:
             ax.axhline(0, color="grey", linewidth=0.8, linestyle=":")
             ax.axhline(100, color="grey", linewidth=0.8, linestyle=":")
-        _pad_limits(ax, items)
+        cut |= _pad_limits(ax, items, (0, 100) if shares else ())
         ax.set_xlabel(xlabel, fontsize=9)
         ax.set_ylabel(ylabel, fontsize=9)
         ax.grid(alpha=0.3)
@@ -325,7 +325,8 @@ def plot(rows, path, title):
                Line2D([], [], marker="o", linestyle="", color="grey", label="no guarantee"),
                Line2D([], [], marker="o", linestyle="", color="grey", markerfacecolor="none",
                       label="by definition: nothing shared (0) / the sentences (100%)"),
-               Line2D([], [], color="grey", label="paired-bootstrap 95% interval")]
+               Line2D([], [], color="grey", label="paired-bootstrap 95% interval"
+                      + (" (cut at the frame)" if cut else ""))]
     fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle(f"{title}: what each approach keeps of the gain vs what leaks "
                  "(up-left is better)", fontsize=10)
@@ -337,16 +338,26 @@ def plot(rows, path, title):
     plt.close(fig)
 
 
-def _pad_limits(ax, items):
-    """Axis limits with room around the points for their labels."""
+def _pad_limits(ax, items, anchors=()):
+    """Axis limits with room around the points (and `anchors`, e.g. 0 and 100% of the
+    gain) for their labels. An interval reaches beyond them by at most the points' own
+    span, so that a wide interval (a small test set, a small gain) cannot squeeze the
+    points into a line; returns True if an interval is cut at the frame."""
     if not items:
-        return
+        return False
     xs = [i[0] for i in items]
-    ys = [v for i in items for v in (i[1], i[2], i[3]) if v is not None]
-    for lim, vals in ((ax.set_xlim, xs), (ax.set_ylim, ys)):
-        lo, hi = min(vals), max(vals)
-        span = (hi - lo) or max(abs(hi), 1.0)
-        lim(lo - 0.25 * span, hi + 0.25 * span)
+    ys = [i[1] for i in items] + list(anchors)
+    ends = [v for i in items for v in (i[2], i[3]) if v is not None]
+    lo, hi = min(xs), max(xs)
+    span = (hi - lo) or max(abs(hi), 1.0)
+    ax.set_xlim(lo - 0.25 * span, hi + 0.25 * span)
+    lo, hi = min(ys), max(ys)
+    span = (hi - lo) or max(abs(hi), 1.0)
+    lo_e = max(min(ends + [lo]), lo - span)
+    hi_e = min(max(ends + [hi]), hi + span)
+    ax.set_ylim(min(lo - 0.25 * span, lo_e - 0.05 * span),
+                max(hi + 0.25 * span, hi_e + 0.05 * span))
+    return any(e < lo_e or e > hi_e for e in ends)
 
 
 LABEL_RADII = (5, 12, 20, 30, 42, 56, 72, 90)  # points from the marker
@@ -406,10 +417,10 @@ def place_labels(ax, items, renderer):
             unplaced.append(text)
             continue
         placed.append(box)
-        if (dx * dx + dy * dy) ** 0.5 > LABEL_RADII[1] + 1:
+        if (dx * dx + dy * dy) ** 0.5 > LABEL_RADII[0] + 1:  # beyond the first ring
             tx, ty = ax.transData.inverted().transform(
                 (min(max(pts[k][0], box.x0), box.x1), min(max(pts[k][1], box.y0), box.y1)))
-            ax.plot([x, tx], [y, ty], color="grey", linewidth=0.5, zorder=1)
+            ax.plot([x, tx], [y, ty], color="dimgrey", linewidth=0.7, zorder=4)
     if unplaced:
         ax.set_title("no room to label: " + ", ".join(unplaced), fontsize=7)
 
