@@ -489,7 +489,7 @@ def render_markdown(title, rows):
     if held:
         from ..stats import release_markdown
 
-        lines += release_markdown(held).splitlines()
+        lines += release_markdown(held).splitlines() + [""]
     notes = table_notes(rows)
     if notes:
         lines += ["## What the table shows", ""] + [f"- {n}" for n in notes] + [""]
