@@ -168,3 +168,173 @@ def to_markdown(results):
     lines += ["", CONVENTIONS.format(tok=" (Moses-tokenised by nmtfrag first)" if tok
                                      else ""), ""]
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- data checks
+# Why: a translation memory can hold layouts that only full sentences teach (a target that
+# repeats its source, a source in capitals), pairs counted twice, or test pairs that are
+# also training pairs; each distorts every comparison unseen, so they are counted first.
+
+MIN_COPY_WORDS = 3  # a copied source must have this many words with a letter or digit
+MIN_CAPS_LETTERS = 4  # an all-caps segment must have this many letters
+
+
+def _words_with_content(tokens):
+    return sum(1 for t in tokens if any(c.isalnum() for c in t))
+
+
+def copies_source(src, tgt):
+    """The target contains its source verbatim (case-insensitive, on token boundaries);
+    only sources of MIN_COPY_WORDS words with a letter or digit count, so a copied
+    "." or "( 1 )" is not a copy."""
+    s, t = src.lower().split(), tgt.lower().split()
+    if _words_with_content(s) < MIN_COPY_WORDS or len(s) > len(t):
+        return False
+    return f" {' '.join(s)} " in f" {' '.join(t)} "
+
+
+def all_caps(segment):
+    """Every cased letter is upper case, and there are MIN_CAPS_LETTERS letters at least."""
+    letters = [c for c in segment if c.isalpha()]
+    return len(letters) >= MIN_CAPS_LETTERS and segment == segment.upper() \
+        and segment != segment.lower()
+
+
+def data_checks(src, tgt):
+    """Counts of the layouts that distort a comparison, for one line-aligned corpus:
+    targets containing their source copied, all-caps segments per side, duplicated pairs
+    (lines whose pair occurred on an earlier line) and the distinct pairs duplicated."""
+    seen = Counter()
+    out = {"lines": 0, "target_contains_source": 0, "all_caps_src": 0, "all_caps_tgt": 0,
+           "duplicate_lines": 0}
+    for s, t in zip(_read_lines(src), _read_lines(tgt)):
+        out["lines"] += 1
+        out["target_contains_source"] += copies_source(s, t)
+        out["all_caps_src"] += all_caps(s)
+        out["all_caps_tgt"] += all_caps(t)
+        key = (" ".join(s.split()), " ".join(t.split()))
+        out["duplicate_lines"] += seen[key] > 0
+        seen[key] += 1
+    out["duplicated_pairs_distinct"] = sum(1 for c in seen.values() if c > 1)
+    return out
+
+
+def overlap_with_train(train_src, train_tgt, test_src, test_tgt):
+    """Test lines whose pair (and whose source alone) is also a training line: BLEU on
+    them measures recall of the training data, not translation."""
+    pairs, sources = set(), set()
+    for s, t in zip(_read_lines(train_src), _read_lines(train_tgt)):
+        s, t = " ".join(s.split()), " ".join(t.split())
+        pairs.add((s, t))
+        sources.add(s)
+    n = pair_hits = src_hits = 0
+    for s, t in zip(_read_lines(test_src), _read_lines(test_tgt)):
+        s, t = " ".join(s.split()), " ".join(t.split())
+        n += 1
+        pair_hits += (s, t) in pairs
+        src_hits += s in sources
+    return {"test_lines": n, "test_pairs_in_train": pair_hits,
+            "test_sources_in_train": src_hits}
+
+
+CHECKS = (("target_contains_source", "target contains its source"),
+          ("all_caps_src", "all-caps source"), ("all_caps_tgt", "all-caps target"),
+          ("duplicate_lines", "duplicated pair lines"))
+
+
+def checks_markdown(checks, overlaps):
+    """The data checks as Markdown: one row per corpus, then the test/train overlaps."""
+    lines = ["## Data checks", "",
+             "| corpus | lines | " + " | ".join(label for _, label in CHECKS) + " |",
+             "|---|---:|" + "---:|" * len(CHECKS)]
+    for name, c in checks:
+        lines.append(f"| {name} | {c['lines']:,} | " + " | ".join(
+            f"{c[k]:,} ({_pct(c[k], c['lines'])})" for k, _ in CHECKS) + " |")
+    if overlaps:
+        lines += ["", "| test | train | test pairs also in train | test sources also in "
+                  "train |", "|---|---|---:|---:|"]
+        for test, train, o in overlaps:
+            lines.append(f"| {test} | {train} | {o['test_pairs_in_train']:,} "
+                         f"({_pct(o['test_pairs_in_train'], o['test_lines'])}) | "
+                         f"{o['test_sources_in_train']:,} "
+                         f"({_pct(o['test_sources_in_train'], o['test_lines'])}) |")
+    lines += ["", f"Copied source: the target contains the whole source (case-insensitive, "
+              f"sources of {MIN_COPY_WORDS}+ words with a letter or digit). All-caps: every "
+              f"cased letter upper case ({MIN_CAPS_LETTERS}+ letters). Duplicated: lines "
+              f"whose pair occurred on an earlier line (whitespace-normalised).", ""]
+    return "\n".join(lines)
+
+
+def checks_warnings(checks, overlaps):
+    """One `warning:` sentence per non-zero check (what compare.sh shows before training)."""
+    out = []
+    for name, c in checks:
+        for k, label in CHECKS:
+            if c[k]:
+                out.append(f"{name}: {c[k]:,} of {c['lines']:,} lines ({_pct(c[k], c['lines'])})"
+                           f": {label}")
+    for test, train, o in overlaps:
+        if o["test_pairs_in_train"] or o["test_sources_in_train"]:
+            out.append(f"{test}: {o['test_pairs_in_train']:,} of {o['test_lines']:,} test "
+                       f"pairs (and {o['test_sources_in_train']:,} sources) are also in {train}")
+    return out
+
+
+def _pct(a, b):
+    return f"{100 * a / b:.1f}%" if b else "–"
+
+
+# --------------------------------------------------------------------------- releases
+
+RELEASE_LENGTH_BUCKETS = ((1, 1), (2, 2), (3, 3), (4, 4), (5, 7), (8, 15), (16, None))
+
+
+def punct_or_number(tokens):
+    """Every token is punctuation, a symbol, a number or a Moses escape (&amp; …)."""
+    import re
+
+    return all(re.fullmatch(r"(&\w+;|[\W_\d])+", t) for t in tokens)
+
+
+def release_contents(pairs):
+    """What a release holds, from its (src, tgt) token pairs (tags stripped): pairs,
+    distinct pairs, the share of distinct pairs that are punctuation/numbers only (both
+    sides), the share identical on both sides, and a histogram of distinct pairs by
+    length (words of the longer side, as max-len counts them). Why: a DP release may keep
+    only the most frequent pairs; what they are decides what a model can learn from it."""
+    distinct = set(pairs)
+    n = len(distinct)
+    hist = {bucket_name(lo, hi): 0 for lo, hi in RELEASE_LENGTH_BUCKETS}
+    for s, t in distinct:
+        k = max(len(s), len(t))
+        for lo, hi in RELEASE_LENGTH_BUCKETS:
+            if k >= lo and (hi is None or k <= hi):
+                hist[bucket_name(lo, hi)] += 1
+                break
+    pn = sum(1 for s, t in distinct if punct_or_number(s) and punct_or_number(t))
+    same = sum(1 for s, t in distinct if s == t)
+    return {"pairs": len(pairs), "distinct_pairs": n,
+            "punct_or_number_only_share": round(pn / n, 4) if n else None,
+            "identical_sides_share": round(same / n, 4) if n else None,
+            "length_histogram": hist}
+
+
+def release_markdown(results):
+    """What each release holds, one row per release."""
+    buckets = [bucket_name(lo, hi) for lo, hi in RELEASE_LENGTH_BUCKETS]
+    lines = ["## What each release holds", "",
+             "| release | pairs | distinct | punct./numbers only | identical sides | "
+             + " | ".join(f"{b} w." for b in buckets) + " |",
+             "|---|---:|---:|---:|---:|" + "---:|" * len(buckets)]
+    for name, r in results:
+        lines.append(f"| {name} | {r['pairs']:,} | {r['distinct_pairs']:,} | "
+                     f"{_share(r['punct_or_number_only_share'])} | "
+                     f"{_share(r['identical_sides_share'])} | "
+                     + " | ".join(f"{r['length_histogram'][b]:,}" for b in buckets) + " |")
+    lines += ["", "Shares and the histogram are of distinct pairs; length: words of the "
+              "longer side (tags stripped).", ""]
+    return "\n".join(lines)
+
+
+def _share(x):
+    return "–" if x is None else f"{100 * x:.1f}%"

@@ -33,7 +33,8 @@
 # Machine:
 #   DEVICE (cpu|cuda; default: cuda if available)   --fp16 (CUDA: mixed precision)
 #   ENGINE (fairseq|ctranslate2) decoder for BLEU; default: ctranslate2 on CPU when
-#                installed (float32: fairseq's output, 1.6x faster), else fairseq
+#                installed (float32: fairseq's output, 1.6x faster), else fairseq; a
+#                rerun keeps the first run's automatic choice
 #   COMPUTE_TYPE (ctranslate2: float32)
 #   THREADS (torch CPU threads)   FT_ARGS (extra `nmtfrag finetune` options, e.g. --gpus 4)
 #   RUNS (runs/compare)   SEED (1)   SAMPLE_RATE (0.5)   BEAM (5)   CHECKPOINT
@@ -41,14 +42,15 @@
 # Output: RUNS/DOMAIN/comparison/{report.md,report.json,privacy_utility.png}, one row per
 # cell evaluated in RUNS/DOMAIN (earlier runs' cells included). A step whose
 # output dir holds a manifest.json is skipped, so rerunning the command continues; the
-# settings are kept in RUNS/DOMAIN/settings and a rerun with other ones is refused.
+# settings are kept in RUNS/DOMAIN/settings (those the script chose marked "automatic",
+# and kept by a rerun) and a rerun with other ones is refused.
 set -euo pipefail
 
 FP16=()
 if [ "${1:-}" = --fp16 ]; then FP16=(--fp16); shift; fi
 # shellcheck source=scripts/study_lib.sh
 . "$(dirname "$0")/study_lib.sh"
-domain_arg "$0" 39 "$@"
+domain_arg "$0" 41 "$@"
 check_model_and_data "$D" "$0"
 
 ALL_CELLS="len4 len4-tag len7 len7-tag sent dp-release dp-sgd"
@@ -85,7 +87,6 @@ CANARY_COUNT=${CANARY_COUNT:-3}
 CANARY_REPEATS=${CANARY_REPEATS:-1,10,25}
 SAMPLES=${SAMPLES:-1000}
 MI_PAIRS=${MI_PAIRS:-1000}
-default_engine
 RUNS=${RUNS:-runs/compare}
 SEED=${SEED:-1}
 SAMPLE_RATE=${SAMPLE_RATE:-0.5}
@@ -93,6 +94,7 @@ BEAM=${BEAM:-5}
 FT_ARGS=${FT_ARGS:-}
 OUT=$RUNS/$D
 mkdir -p "$OUT"
+default_engine "$OUT"
 
 # the settings that shape the cells: a rerun must use the same ones, or cells made with
 # different owner data or budgets would end up side by side in one report
@@ -103,12 +105,68 @@ guard_settings "$OUT" MODEL CHECKPOINT TRAIN_LINES SEED AUDIT CANARY_COUNT CANAR
 common_args
 has() { [[ " $APPROACHES " == *" $1 "* ]]; }
 done_() { [ -f "$1/manifest.json" ]; }
-log() { echo "[compare $D $(date -u +%H:%M:%S)] $*" >&2; }
+# one progress line per step: the clock, the time since the start, the step and its cell
+log() { echo "[compare $D $(date -u +%H:%M:%S) +$(elapsed)] $*" >&2; }
+elapsed() { printf '%d:%02d:%02d' $((SECONDS / 3600)) $((SECONDS % 3600 / 60)) $((SECONDS % 60)); }
 model_of() { if [ "$1" = baseline ]; then echo "$MODEL"; else echo "$OUT/ft-$1"; fi; }
+
+# evaluate_and_audit CELL: BLEU of the cell's model, then (AUDIT=1) canary exposure and
+# membership inference; a step already done is skipped; the report is rewritten after
+# a cell is evaluated, so each result is readable as soon as it exists.
+evaluate_and_audit() {
+  local cfg=$1 m base=() thr=() mdev=() fresh=0
+  m=$(model_of "$cfg")
+  [ "$cfg" != baseline ] && base=(--baseline "$OUT/eval-baseline")
+  if ! done_ "$OUT/eval-$cfg"; then
+    log "evaluate $cfg"
+    nmtfrag evaluate --model "$m" "${ckpt[@]}" --src "$DATA/test.de" --ref "$DATA/test.en" \
+      --tokenized "${first[@]}" --beam "$BEAM" --name "$cfg" "${base[@]}" \
+      --out "$OUT/eval-$cfg" --overwrite "${dev[@]}" "${engine[@]}" "${FP16[@]}" > /dev/null
+    fresh=1
+  fi
+  if [ "$AUDIT" = 1 ]; then
+    [ -n "${THREADS:-}" ] && thr=(--threads "$THREADS")
+    [ -n "${DEVICE:-}" ] && mdev=(--device "$DEVICE")
+    if ! done_ "$OUT/exposure-$cfg"; then
+      log "canary exposure $cfg"
+      nmtfrag audit exposure --model "$m" "${ckpt[@]}" --canaries "$OUT/canaried/canaries.json" \
+        --samples "$SAMPLES" --seed "$SEED" --out "$OUT/exposure-$cfg" --overwrite \
+        "${thr[@]}" > /dev/null
+      fresh=1
+    fi
+    if ! done_ "$OUT/mi-$cfg"; then
+      log "membership inference $cfg"
+      nmtfrag audit membership --model "$m" "${ckpt[@]}" --members "${MEMBERS[@]}" \
+        --non-members "$DATA/test.de" "$DATA/test.en" --pretokenized --max-pairs "$MI_PAIRS" \
+        --seed "$SEED" --out "$OUT/mi-$cfg" --overwrite "${thr[@]}" "${mdev[@]}" > /dev/null
+      fresh=1
+    fi
+  fi
+  if [ "$fresh" = 1 ]; then write_report; fi
+}
+
+# write_report: OUT/comparison from every cell evaluated so far (runs.yaml, then
+# `nmtfrag audit compare`); one progress line names the cells it holds.
+write_report() {
+  local budget="$UPDATES updates"
+  [ "$UPDATES" = pass ] && budget="the updates of one full-sentence pass"
+  python3 -m nmtfrag.audit.runs_yaml --out-dir "$OUT" --approaches "baseline $ALL_CELLS" \
+    --title "$D, $(basename "$MODEL"), $budget of $MAX_TOKENS tokens" > "$OUT/runs.yaml.tmp"
+  [ -n "${EXTRA_RUNS:-}" ] && cat "$EXTRA_RUNS" >> "$OUT/runs.yaml.tmp"
+  mv "$OUT/runs.yaml.tmp" "$OUT/runs.yaml"
+  nmtfrag audit compare --runs "$OUT/runs.yaml" --out "$OUT/comparison" --overwrite > /dev/null
+  log "report: $(sed -n 's/^- name: //p' "$OUT/runs.yaml" | tr '\n' ' ')->" \
+    "$OUT/comparison/report.md"
+}
 
 # 1. the owner's data: a seeded sample of the training pairs (TRAIN_LINES), plus canaries
 owner_sample "$OUT"
 MEMBERS=("$OWN/train.de" "$OWN/train.en")
+# layouts that distort the comparison (a target holding its copied source, all caps,
+# duplicated pairs, test pairs also in train): warnings before any training
+log "data checks (nmtfrag stats --train --test)"
+nmtfrag stats --train "$OWN/train.de" "$OWN/train.en" --test "$DATA/test.de" \
+  "$DATA/test.en" --warn
 if [ "$AUDIT" = 1 ]; then
   if ! done_ "$OUT/canaried"; then
     log "plant canaries ($CANARY_COUNT per repeat count $CANARY_REPEATS, as many unseen)"
@@ -154,10 +212,12 @@ for cfg in $APPROACHES; do
   fi
 done
 
-# 3. models: one budget for every cell
+# 3. models: one budget for every cell; each cell is evaluated and audited as soon as its
+#    model is ready, and the report is rewritten after each (a partial one until the end)
 ft_common=(--valid-src "$DATA/valid.de" --valid-tgt "$DATA/valid.en" --pretokenized
            --max-tokens "$MAX_TOKENS" --lr "$LR" --patience "$PATIENCE" --seed "$SEED"
            --overwrite -q "${ckpt[@]}" "${dev[@]}" "${FP16[@]}")
+evaluate_and_audit baseline
 if [ "$UPDATES" = pass ]; then
   # the budget is one pass of the full-sentence cell: train it first, read its count
   if ! done_ "$OUT/ft-sent"; then
@@ -169,64 +229,36 @@ if [ "$UPDATES" = pass ]; then
   UPDATES=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["result"]["num_updates"])' \
     "$OUT/ft-sent/manifest.json")
   log "budget: $UPDATES updates of at most $MAX_TOKENS tokens per cell"
+  has sent && evaluate_and_audit sent
 fi
 VALIDATE_EVERY=${VALIDATE_EVERY:-$(( UPDATES / 2 > 0 ? UPDATES / 2 : 1 ))}
 for cfg in $APPROACHES; do
-  done_ "$OUT/ft-$cfg" && continue
-  log "fine-tune $cfg"
-  case $cfg in
-    sent) train=("${TRAIN[@]}") ;;
-    dp-sgd) train=() ;;
-    *) train=("$OUT/rel-$cfg") ;;
-  esac
-  if [ "$cfg" = dp-sgd ]; then
-    # one expected pass in DP_STEPS noisy steps of N/DP_STEPS pairs (Poisson sampling)
-    # shellcheck disable=SC2086
-    nmtfrag finetune --model "$MODEL" --train "${TRAIN[@]}" --out "$OUT/ft-dp-sgd" \
-      --dp --target-epsilon "$DP_EPSILON" --delta "$DELTA" --dp-params "$DP_PARAMS" \
-      --logical-batch $(( N_TRAIN / DP_STEPS )) --dp-steps "$DP_STEPS" --dp-lr "$DP_LR" \
-      --physical-batch 32 --max-grad-norm 1 "${ft_common[@]}" $FT_ARGS > /dev/null
-  else
-    # shellcheck disable=SC2086
-    nmtfrag finetune --model "$MODEL" --train "${train[@]}" --out "$OUT/ft-$cfg" \
-      --max-updates "$UPDATES" --validate-every "$VALIDATE_EVERY" "${ft_common[@]}" \
-      $FT_ARGS > /dev/null
+  if ! done_ "$OUT/ft-$cfg"; then
+    log "fine-tune $cfg"
+    case $cfg in
+      sent) train=("${TRAIN[@]}") ;;
+      dp-sgd) train=() ;;
+      *) train=("$OUT/rel-$cfg") ;;
+    esac
+    if [ "$cfg" = dp-sgd ]; then
+      # one expected pass in DP_STEPS noisy steps of N/DP_STEPS pairs (Poisson sampling)
+      # shellcheck disable=SC2086
+      nmtfrag finetune --model "$MODEL" --train "${TRAIN[@]}" --out "$OUT/ft-dp-sgd" \
+        --dp --target-epsilon "$DP_EPSILON" --delta "$DELTA" --dp-params "$DP_PARAMS" \
+        --logical-batch $(( N_TRAIN / DP_STEPS )) --dp-steps "$DP_STEPS" --dp-lr "$DP_LR" \
+        --physical-batch 32 --max-grad-norm 1 "${ft_common[@]}" $FT_ARGS > /dev/null
+    else
+      # shellcheck disable=SC2086
+      nmtfrag finetune --model "$MODEL" --train "${train[@]}" --out "$OUT/ft-$cfg" \
+        --max-updates "$UPDATES" --validate-every "$VALIDATE_EVERY" "${ft_common[@]}" \
+        $FT_ARGS > /dev/null
+    fi
   fi
+  evaluate_and_audit "$cfg"
 done
 
-# 4. utility and leakage of every model
-for cfg in baseline $APPROACHES; do
-  m=$(model_of "$cfg")
-  base=(); [ "$cfg" != baseline ] && base=(--baseline "$OUT/eval-baseline")
-  if ! done_ "$OUT/eval-$cfg"; then
-    log "evaluate $cfg"
-    nmtfrag evaluate --model "$m" "${ckpt[@]}" --src "$DATA/test.de" --ref "$DATA/test.en" \
-      --tokenized "${first[@]}" --beam "$BEAM" --name "$cfg" "${base[@]}" \
-      --out "$OUT/eval-$cfg" --overwrite "${dev[@]}" "${engine[@]}" "${FP16[@]}"
-  fi
-  [ "$AUDIT" = 1 ] || continue
-  thr=(); [ -n "${THREADS:-}" ] && thr=(--threads "$THREADS")
-  mdev=(); [ -n "${DEVICE:-}" ] && mdev=(--device "$DEVICE")
-  if ! done_ "$OUT/exposure-$cfg"; then
-    log "canary exposure $cfg"
-    nmtfrag audit exposure --model "$m" "${ckpt[@]}" --canaries "$OUT/canaried/canaries.json" \
-      --samples "$SAMPLES" --seed "$SEED" --out "$OUT/exposure-$cfg" --overwrite "${thr[@]}"
-  fi
-  if ! done_ "$OUT/mi-$cfg"; then
-    log "membership inference $cfg"
-    nmtfrag audit membership --model "$m" "${ckpt[@]}" --members "${MEMBERS[@]}" \
-      --non-members "$DATA/test.de" "$DATA/test.en" --pretokenized --max-pairs "$MI_PAIRS" \
-      --seed "$SEED" --out "$OUT/mi-$cfg" --overwrite "${thr[@]}" "${mdev[@]}"
-  fi
-done
-
-# 5. one report, of every cell evaluated in OUT (also those of an earlier run with other
-#    APPROACHES: the settings check keeps them comparable)
-log "report"
-python3 -m nmtfrag.audit.runs_yaml --out-dir "$OUT" --title "$D, $(basename "$MODEL"), $UPDATES updates of $MAX_TOKENS tokens" \
-  --approaches "baseline $ALL_CELLS" > "$OUT/runs.yaml.tmp"
-[ -n "${EXTRA_RUNS:-}" ] && cat "$EXTRA_RUNS" >> "$OUT/runs.yaml.tmp"
-mv "$OUT/runs.yaml.tmp" "$OUT/runs.yaml"
-nmtfrag audit compare --runs "$OUT/runs.yaml" --out "$OUT/comparison" --overwrite > /dev/null
+# 4. the final report, of every cell evaluated in OUT (also those of an earlier run with
+#    other APPROACHES: the settings check keeps them comparable)
+write_report
 cat "$OUT/comparison/report.md"
 log "done: $OUT/comparison/report.md"

@@ -30,16 +30,17 @@
 #   DELTA (1e-5)  MAX_TOKENS (2048)  SEED (1)  RUNS (runs/dp-recipe)
 # Machine: DEVICE (cpu|cuda)  THREADS  ENGINE (as scripts/compare.sh)  FT_ARGS
 # Output: RUNS/DOMAIN/{ft-NAME,eval-NAME}, RUNS/DOMAIN/table.md (every cell run so far in
-# RUNS/DOMAIN). A cell whose directory holds a manifest.json is skipped, so rerunning
-# continues, and a run with other CELLS adds its cells (two runs with disjoint CELLS may
-# go side by side, one CPU core each); the settings are kept in RUNS/DOMAIN/settings and
-# a rerun with other ones is refused. A DP cell killed mid-run continues from its last
-# saved state (finetune --dp --resume) when the script is run again.
+# RUNS/DOMAIN, rewritten after each evaluated cell). A cell whose directory holds a
+# manifest.json is skipped, so rerunning continues, and a run with other CELLS adds its
+# cells (two runs with disjoint CELLS may go side by side, one CPU core each); the
+# settings are kept in RUNS/DOMAIN/settings and a rerun with other ones is refused. A DP
+# cell killed mid-run continues from its last saved state (finetune --dp --resume) when
+# the script is run again.
 set -euo pipefail
 
 # shellcheck source=scripts/study_lib.sh
 . "$(dirname "$0")/study_lib.sh"
-domain_arg "$0" 36 "$@"
+domain_arg "$0" 38 "$@"
 check_model_and_data "$D" "$0"
 
 PASSES=${PASSES:-1}
@@ -53,10 +54,12 @@ REFERENCE=${REFERENCE:-nonprivate-all}
 FT_ARGS=${FT_ARGS:-}
 OUT=$RUNS/$D
 mkdir -p "$OUT"
-log() { echo "[dp-recipe $D $(date -u +%H:%M:%S)] $*" >&2; }
+# one progress line per step: the clock, the time since the start, the step and its cell
+log() { echo "[dp-recipe $D $(date -u +%H:%M:%S) +$(elapsed)] $*" >&2; }
+elapsed() { printf '%d:%02d:%02d' $((SECONDS / 3600)) $((SECONDS % 3600 / 60)) $((SECONDS % 60)); }
 done_() { [ -f "$1/manifest.json" ]; }
 
-default_engine
+default_engine "$OUT"
 guard_settings "$OUT" MODEL CHECKPOINT PASSES TEST_LINES TRAIN_LINES DELTA MAX_TOKENS SEED \
   ENGINE
 
@@ -128,6 +131,15 @@ evaluate() {  # NAME MODEL_DIR [--baseline DIR]
     --tokenized "${first[@]}" --name "$name" "$@" --out "$OUT/eval-$name" --overwrite \
     "${dev[@]}" "${engine[@]}" > /dev/null
 }
+# write_table: RUNS/DOMAIN/table.md of every cell evaluated so far (rewritten after each
+# cell, so a result is readable as soon as it exists; one run at a time writes it)
+write_table() {
+  flock 4
+  python3 -m nmtfrag.dp.study_table "$OUT" --reference "$REFERENCE" > "$OUT/table.md.tmp"
+  mv "$OUT/table.md.tmp" "$OUT/table.md"
+  flock -u 4
+  log "table: $(( $(grep -c '^| ' "$OUT/table.md") - 1 )) cells -> $OUT/table.md"
+}
 flock 4; evaluate baseline "$MODEL"; flock -u 4
 
 
@@ -149,9 +161,11 @@ while read -r -u 3 name opts; do
       --out "$OUT/ft-$name" "${again[@]}" --max-epoch "$PASSES" --max-tokens "$MAX_TOKENS" \
       "${dp[@]}" --seed "$SEED" -q "${dev[@]}" $opts $FT_ARGS > /dev/null
   fi
-  evaluate "$name" "$OUT/ft-$name" --baseline "$OUT/eval-baseline"
+  if ! done_ "$OUT/eval-$name"; then
+    evaluate "$name" "$OUT/ft-$name" --baseline "$OUT/eval-baseline"
+    write_table
+  fi
 done 3< "$RUN_CELLS"
 
-python3 -m nmtfrag.dp.study_table "$OUT" --reference "$REFERENCE" | tee "$OUT/table.md.tmp"
-mv "$OUT/table.md.tmp" "$OUT/table.md"
-log "table: $OUT/table.md"
+write_table
+cat "$OUT/table.md"

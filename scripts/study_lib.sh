@@ -30,32 +30,57 @@ check_model_and_data() {
     echo "error: $MODEL is not a WMT19-layout model dir (no dict.de.txt)" >&2; exit 2; }
 }
 
-# guard_settings OUT VAR...: the first run keeps the variables' values in OUT/settings; a
-# later run with other values is refused (its cells would not be comparable).
+# guard_settings OUT VAR...: the first run keeps the variables' values in OUT/settings
+# (those named in AUTO_SETTINGS marked "(automatic)": the script chose them, not the user);
+# a later run with other values is refused, naming the values that would continue it.
 guard_settings() {
-  local out=$1 v settings; shift
+  local out=$1 v settings recorded; shift
   settings=$(for v in "$@"; do echo "$v=${!v:-}"; done)
   if [ -f "$out/settings" ]; then
-    if ! diff -q <(echo "$settings") "$out/settings" > /dev/null; then
-      echo "error: $out was made with other settings; use another RUNS, or remove $out:" >&2
+    recorded=$(sed 's/ (automatic)$//' "$out/settings")
+    if ! diff -q <(echo "$settings") <(echo "$recorded") > /dev/null; then
+      echo "error: $out was made with other settings; set the earlier values to continue it" \
+        "(or use another RUNS):" >&2
       { diff <(echo "$settings") "$out/settings" || true; } |
         sed -n 's/^< /  now:    /p; s/^> /  before: /p' >&2
+      echo "  to continue: $(diff <(echo "$settings") <(echo "$recorded") |
+        sed -n 's/^> //p' | tr '\n' ' ')" >&2
       exit 2
     fi
   else
-    echo "$settings" > "$out/settings"
+    for v in "$@"; do
+      if [[ " ${AUTO_SETTINGS:-} " == *" $v "* ]]; then echo "$v=${!v:-} (automatic)"
+      else echo "$v=${!v:-}"; fi
+    done > "$out/settings"
   fi
 }
 
-# default_engine: ENGINE, if unset, becomes ctranslate2 on CPU when it is installed
-# (float32: fairseq's output, faster), else fairseq.
+# recorded_setting OUT VAR: VAR's value in OUT/settings (empty if none is recorded).
+recorded_setting() {
+  [ -f "$1/settings" ] || return 0
+  sed -n "s/^$2=\(.*\)/\1/p" "$1/settings" | sed 's/ (automatic)$//'
+}
+
+# default_engine OUT: ENGINE, if unset, is the one OUT/settings records (a rerun keeps the
+# first run's choice even if what is installed changed since), else ctranslate2 on CPU
+# when it is installed (float32: fairseq's output, faster), else fairseq; an ENGINE chosen
+# here is added to AUTO_SETTINGS (recorded as chosen automatically).
 default_engine() {
-  if [ -z "${ENGINE:-}" ]; then
-    ENGINE=fairseq
-    if [ "${DEVICE:-}" != cuda ] && python3 -c "import ctranslate2, torch, sys
-sys.exit('${DEVICE:-}' != 'cpu' and torch.cuda.is_available())" 2> /dev/null; then
-      ENGINE=ctranslate2
+  [ -n "${ENGINE:-}" ] && return 0
+  AUTO_SETTINGS="${AUTO_SETTINGS:-} ENGINE"
+  ENGINE=$(recorded_setting "$1" ENGINE)
+  if [ -n "$ENGINE" ]; then
+    if [ "$ENGINE" = ctranslate2 ] && ! python3 -c "import ctranslate2" 2> /dev/null; then
+      echo "error: $1 was evaluated with ENGINE=ctranslate2 (chosen automatically), which" \
+        "cannot be imported now: install ctranslate2 to continue (or use another RUNS)" >&2
+      exit 2
     fi
+    return 0
+  fi
+  ENGINE=fairseq
+  if [ "${DEVICE:-}" != cuda ] && python3 -c "import ctranslate2, torch, sys
+sys.exit('${DEVICE:-}' != 'cpu' and torch.cuda.is_available())" 2> /dev/null; then
+    ENGINE=ctranslate2
   fi
 }
 

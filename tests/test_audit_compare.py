@@ -29,7 +29,10 @@ def _exposure(e100, e0):
 
 
 RECON = {"kind": "nmtfrag-reconstruction-audit", "max_len": 4,
-         "release": {"params": {"sample_rate": 0.5}},
+         "release": {"params": {"sample_rate": 0.5}, "contents": {
+             "pairs": 200, "distinct_pairs": 157, "punct_or_number_only_share": 0.6,
+             "identical_sides_share": 0.3, "length_histogram": {
+                 "1": 100, "2": 40, "3": 10, "4": 7, "5-7": 0, "8-15": 0, ">15": 0}}},
          "scores": {"pair": {"rebuilt_exactly_share": 0.013},
                     "tgt": {"rebuilt_exactly_share": 0.015, "ngrams_recovered_share": 0.14,
                             "longest_span": {"median": 6},
@@ -68,6 +71,8 @@ def test_report_carries_figures(runs):
     md = (runs / "out" / "report.md").read_text()
     assert "| phrases |" in md and "14.00%" in md and "6.50" in md and "7.9" in md
     assert "| 0.612 | 0.034 |" in md
+    # what the release holds, under the table
+    assert "| phrases | 200 | 157 | 60.0% | 30.0% | 100 | 40 | 10 | 7 | 0 | 0 | 0 |" in md
     # significance marks follow each metric's own p-value; the length ratio is shown
     assert "| phrases |  | 14.50* | 34.5 | 1.31 |" in md
     assert "| dp |  | 11.00 | 31.0* | 0.97 |" in md
@@ -88,6 +93,40 @@ def test_bad_runs_are_refused(runs, yaml_text, message):
     (runs / "bad.yaml").write_text(yaml_text)
     with pytest.raises(InputError, match=message):
         compare_runs(str(runs / "bad.yaml"), str(runs / "o"))
+
+
+def test_notes_are_computed_from_the_table(runs):
+    """Each note is true of the table it is under: the cells named as shortening the
+    output are exactly those more than 0.05 below the baseline's length ratio."""
+    from nmtfrag.audit.compare import table_notes
+
+    rows = [{"name": "baseline", "bleu": 10.0, "length_ratio": 1.00},
+            {"name": "a", "bleu": 12.0, "length_ratio": 0.96, "p_bleu": 0.01},
+            {"name": "b", "bleu": 9.0, "length_ratio": 0.94, "p_bleu": 0.02},
+            {"name": "sent", "bleu": 14.0, "length_ratio": 0.57, "p_bleu": 0.001},
+            {"name": "c", "bleu": 11.0, "length_ratio": 1.30, "p_bleu": 0.4,
+             "exposure": {"0": {"extracted": 0}, "5": {"extracted": 1}}}]
+    notes = table_notes(rows)
+    short = next(n for n in notes if n.startswith("Output shorter"))
+    named = {r["name"] for r in rows if r["name"] != "baseline"
+             and r["length_ratio"] < 1.00 - 0.05}
+    assert named == {"b", "sent"}
+    assert all(f"{n} (" in short for n in named) and "a (" not in short
+    assert "c (" not in short
+    assert "above the baseline's at p < 0.05: a, sent; below it: b (of 4 tested)" in \
+        " ".join(notes)
+    assert "kept: a 50%, b -25%, c 25%." in " ".join(notes)
+    assert "output verbatim by: c." in " ".join(notes)
+    assert not any("Target" in n for n in notes)  # no release audited: no n-gram note
+    rows[1]["reconstruction"] = {"max_len": 4, "tgt_ngrams_by_order": {"5": 0.2, "8": 0.1}}
+    rows[2]["reconstruction"] = {"max_len": 7, "tgt_ngrams_by_order": {"8": 0.3}}
+    assert "Target 8-grams rebuilt (one order for every release: no fragment of any " \
+        "holds one): a 10.00%, b 30.00%." in table_notes(rows)
+    only = [rows[0], rows[3]]  # the baseline and full sentences: no share to list
+    assert not any(n.startswith("Share") for n in table_notes(only))
+    rows[2]["length_ratio"] = rows[3]["length_ratio"] = 0.99
+    assert "No cell's length ratio is more than 0.05 below the baseline's (1.00)." in \
+        table_notes(rows)
 
 
 def test_cli(runs):

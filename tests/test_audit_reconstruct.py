@@ -297,10 +297,78 @@ def test_full_sentence_release_scores_exactly_100(tmp_path):
         for side in ("src", "tgt", "pair"):
             assert sc[side]["rebuilt_exactly_share"] == 1.0, (mode, side)
             assert sc[side]["rebuilt_as_release_fragment_share"] == 1.0
-    # the count of chains equal to a sentence (all the audit reported before) misses some
-    old = rep["modes"]["conservative"]["scores"]
-    assert old["pair"]["rebuilt_as_whole_chain_share"] < 1.0
-    assert old["src"]["rebuilt_as_whole_chain_share"] < 1.0
+    assert rep["attack"]["verbatim_release"]  # scored without a graph search
+    # the graph search, which joins some sentences and collapses others: the same 100%,
+    # while the count of chains equal to a sentence (all the audit reported before)
+    # misses some
+    for mode in ("conservative", "greedy"):
+        chains, _ = reconstruct(sents, mode=mode)
+        old = score_chains(chains, [s for s, _ in sents], [t for _, t in sents], 1000,
+                           fragments=sents)
+        assert old["pair"]["rebuilt_exactly_share"] == 1.0
+        assert old["pair"]["rebuilt_as_whole_chain_share"] < 1.0
+        assert old["src"]["rebuilt_as_whole_chain_share"] < 1.0
+
+
+def test_verbatim_release_needs_no_graph_search(tmp_path, monkeypatch):
+    """A release of whole sentences is scored without the attack's graph search, and its
+    one-line summary shows what report.md shows ("–" where no n-gram can be rebuilt)."""
+    from nmtfrag.audit import reconstruct as attack
+    from nmtfrag.audit.reconstruction_report import summary_line
+    from nmtfrag.audit.reconstruction_score import audit_reconstruction
+
+    def refuse(*a, **k):
+        raise AssertionError("graph search run on a verbatim release")
+
+    monkeypatch.setattr(attack, "reconstruct", refuse)
+    sents = [(s, t) for s, t, _ in corpus(60, seed=12, lo=2, hi=9)]
+    src, tgt = str(tmp_path / "c.de"), str(tmp_path / "c.en")
+    _write_corpus(src, tgt, sents)
+    _write_release(tmp_path / "rel", sents + sents[:5], tag=False, manifest=False)
+    rep = audit_reconstruction(str(tmp_path / "rel"), src, tgt, str(tmp_path / "a"),
+                               mode="both")
+    longest = max(max(len(s), len(t)) for s, t in sents)
+    assert rep["max_len"] == rep["max_len_observed"] == longest
+    assert rep["max_len_stated"] is None and not rep["warnings"]
+    for m in ("conservative", "greedy"):
+        r = rep["modes"][m]
+        assert r["attack"]["verbatim_release"] and r["attack"]["edges"] == 0
+        assert r["attack"]["chains"] == len(set(sents))
+        assert r["scores"]["pair"]["rebuilt_exactly_share"] == 1.0
+        assert r["scores"]["tgt"]["ngrams_recovered_share"] is None
+    md = (tmp_path / "a" / "report.md").read_text()
+    line = summary_line(rep)
+    assert line.count("sentence pairs rebuilt exactly 100.00%") == 2
+    assert line.count(f"target {longest + 1}…{2 * longest}-grams recovered –") == 2
+    assert f"| distinct {longest + 1}…{2 * longest}-grams recovered | – | – |" in md
+    assert "| sentences rebuilt exactly | 100.00% | 100.00% | 100.00% |" in md
+    assert "verbatim release" in md
+
+
+def test_fragments_longer_than_max_len_are_flagged(tmp_path):
+    """A release stated to be max-len 4 that holds 5-word fragments: a warning, and the
+    n-grams are those no fragment holds (6…10-grams), not 5…8-grams."""
+    from nmtfrag.audit.reconstruction_score import audit_reconstruction
+
+    full = corpus(40, seed=13, lo=6, hi=10)
+    sents = [(s, t) for s, t, _ in full]
+    src, tgt = str(tmp_path / "c.de"), str(tmp_path / "c.en")
+    _write_corpus(src, tgt, sents)
+    pairs = release(full, max_len=4) + [(sents[0][0][:5], sents[0][1][:5])]
+    _write_release(tmp_path / "rel", pairs, tag=True)  # the manifest says max-len 4
+    rep = audit_reconstruction(str(tmp_path / "rel"), src, tgt, str(tmp_path / "a"))
+    assert rep["max_len_stated"] == 4 and rep["max_len_observed"] == 5
+    assert rep["max_len"] == 5 and rep["scores"]["tgt"]["ngram_orders"] == [6, 10]
+    assert len(rep["warnings"]) == 1 and "up to 5 words" in rep["warnings"][0]
+    assert "**warning:** the release holds fragments of up to 5 words" in \
+        (tmp_path / "a" / "report.md").read_text()
+    cli = subprocess.run([sys.executable, "-m", "nmtfrag", "audit", "reconstruct",
+                          "--release", str(tmp_path / "rel"), "--src", src, "--tgt", tgt,
+                          "--max-len", "4", "--out", str(tmp_path / "b")],
+                         capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    assert "warning: the release holds fragments of up to 5 words" in cli.stderr
+    assert "target 6…10-grams recovered" in cli.stderr
 
 
 def test_verbatim_fragment_equal_to_a_short_sentence_counts():

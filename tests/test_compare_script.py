@@ -3,6 +3,7 @@ same update budget (one pass of the full-sentence cell), the report carries each
 figures, a rerun skips finished steps, and missing settings are a usage error."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -79,6 +80,36 @@ def test_report_has_one_row_per_cell_with_its_figures(compared):
     assert rows["dp-release"]["epsilon"] == pytest.approx(8)
     assert "epsilon" not in rows["sent"]
     assert "| dp-sgd |" in proc.stdout  # the report is printed at the end
+
+
+def test_each_cell_is_reported_as_soon_as_it_is_evaluated(compared):
+    """Results as they come: the report is rewritten after every evaluated cell, the
+    first one (the baseline alone) before any model is trained; one progress line per
+    step, with the time since the start."""
+    out, _, proc = compared
+    lines = proc.stderr.splitlines()
+    reports = [i for i, ln in enumerate(lines) if "] report: " in ln]
+    assert len(reports) == 1 + len(CELLS.split()) + 1  # one per evaluated cell, the final
+    first_training = next(i for i, ln in enumerate(lines) if "] fine-tune " in ln)
+    assert reports[0] < first_training
+    assert lines[reports[0]].split("] report: ")[1].startswith("baseline ->")
+    assert "baseline sent ->" in lines[reports[1]]  # the budget cell comes next
+    # the cell's evaluation precedes its report, and its training the evaluation
+    for cell in CELLS.split():
+        ev = lines.index(next(ln for ln in lines if ln.endswith(f"] evaluate {cell}")))
+        ft = lines.index(next(ln for ln in lines if f"] fine-tune {cell}" in ln))
+        rep = next(i for i in reports if i > ev)
+        assert ft < ev < rep, cell
+        assert cell in lines[rep].split("] report: ")[1].split(" ->")[0].split()
+    for ln in lines:
+        if ln.startswith("[compare "):
+            assert re.match(r"\[compare toy \d\d:\d\d:\d\d \+\d+:\d\d:\d\d\] ", ln), ln
+    # the data checks (warnings, if any) come before any training
+    checks = next(i for i, ln in enumerate(lines) if "] data checks" in ln)
+    assert checks < first_training
+    assert all(i < first_training for i, ln in enumerate(lines) if ln.startswith("warning: "))
+    md = (out / "comparison" / "report.md").read_text()
+    assert proc.stdout.endswith(md)  # the final report is the one printed
 
 
 def test_rerun_skips_finished_steps(compared):

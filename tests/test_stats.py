@@ -137,3 +137,74 @@ def test_bad_inputs_exit_2(tmp_path, capsys):
     assert "line-aligned" in err and "Traceback" not in err
     with pytest.raises(InputError):
         corpus_stats(str(tmp_path / "missing.de"), str(tmp_path / "a.en"))
+
+
+def _lines(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def test_data_checks_count_each_layout(tmp_path):
+    """Each check against lines built to trip it (or, as near misses, not to)."""
+    from nmtfrag.stats import data_checks, overlap_with_train
+
+    pairs = [("Das ist gut .", "das ist gut . That is good ."),   # copy (case-insensitive)
+             ("( 1 )", "( 1 ) one"),                               # punctuation: no copy
+             ("ist gut", "ist gut"),                               # 2 words: too short
+             ("Haus ist", "Haushalt ist gross"),                   # not on token boundaries
+             ("ANHANG III KENNZEICHNUNG", "ANNEX III LABELLING"),   # all caps, both sides
+             ("ABC 12", "abc"),                                    # 3 letters: not counted
+             ("Das ist gut .", "das ist gut . That is good ."),   # a duplicate line
+             ("Das ist gut .", "das ist gut . That is good ."),   # and another
+             ("a b", "x y")]
+    _lines(tmp_path / "t.de", [s for s, _ in pairs])
+    _lines(tmp_path / "t.en", [t for _, t in pairs])
+    c = data_checks(str(tmp_path / "t.de"), str(tmp_path / "t.en"))
+    assert c == {"lines": 9, "target_contains_source": 3, "all_caps_src": 1,
+                 "all_caps_tgt": 1, "duplicate_lines": 2, "duplicated_pairs_distinct": 1}
+    _lines(tmp_path / "x.de", ["a b", "a b", "Haus", "neu"])
+    _lines(tmp_path / "x.en", ["x y", "x z", "house", "new"])
+    o = overlap_with_train(str(tmp_path / "t.de"), str(tmp_path / "t.en"),
+                           str(tmp_path / "x.de"), str(tmp_path / "x.en"))
+    assert o == {"test_lines": 4, "test_pairs_in_train": 1, "test_sources_in_train": 2}
+
+
+def test_release_contents_against_a_hand_count(tmp_path):
+    from nmtfrag.stats import release_contents
+
+    pairs = [((",",), (",",)), ((",",), (",",)), (("2,5", "mg"), ("2.5", "mg")),
+             (("(", "1", ")"), ("(", "1", ")")), (("&quot;",), ("&quot;",)),
+             (("Haus",), ("house",)), (tuple("abcde"), tuple("vwxyz"))]
+    r = release_contents(pairs)
+    assert r["pairs"] == 7 and r["distinct_pairs"] == 6
+    assert r["punct_or_number_only_share"] == round(3 / 6, 4)  # , / ( 1 ) / &quot;
+    assert r["identical_sides_share"] == round(3 / 6, 4)
+    assert r["length_histogram"] == {"1": 3, "2": 1, "3": 1, "4": 0, "5-7": 1, "8-15": 0,
+                                     ">15": 0}
+
+
+def test_stats_cli_checks_and_release(tmp_path, capsys):
+    import os
+
+    _lines(tmp_path / "tr.de", ["Das ist gut .", "a b", "a b"])
+    _lines(tmp_path / "tr.en", ["das ist gut . fine", "x y", "x y"])
+    _lines(tmp_path / "te.de", ["a b", "c"])
+    _lines(tmp_path / "te.en", ["x y", "z"])
+    rel = tmp_path / "rel"
+    rel.mkdir()
+    _lines(rel / "phrases.de", [",", "2", "Haus"])
+    _lines(rel / "phrases.en", [",", "2", "house"])
+    args = ["stats", "--train", str(tmp_path / "tr.de"), str(tmp_path / "tr.en"), "--test",
+            str(tmp_path / "te.de"), str(tmp_path / "te.en"), "--release", str(rel)]
+    assert main(args + ["--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "| train | 3 | 1 (33.3%) | 0 (0.0%) | 0 (0.0%) | 1 (33.3%) |" in out
+    assert "| test | train | 1 (50.0%) | 1 (50.0%) |" in out
+    assert "| rel | 3 | 3 | 66.7% | 66.7% | 3 | 0 |" in out
+    rep = json.load(open(os.path.join(tmp_path, "o", "report.json")))
+    assert rep["test_in_train"][0]["test_pairs_in_train"] == 1
+    assert rep["releases"][0]["distinct_pairs"] == 3
+    assert main(args[:-2] + ["--warn"]) == 0
+    err = capsys.readouterr()
+    assert err.out == ""
+    assert "warning: train: 1 of 3 lines (33.3%): target contains its source" in err.err
+    assert "warning: test: 1 of 2 test pairs (and 1 sources) are also in train" in err.err

@@ -115,6 +115,15 @@ def _reconstruction_figures(rep):
         value, mode = max(values, key=lambda v: v[0]) if values else (None, None)
         out[name] = value
         out["strongest_mode"][name] = mode
+    # each order's share of distinct target n-grams recovered, the most any mode got:
+    # releases of different max-len are compared on one order (see common_ngram_order)
+    by_order = {}
+    for m in modes.values():
+        for n, g in (m["scores"]["tgt"].get("ngrams") or {}).items():
+            v = g.get("distinct_recovered_share")
+            if v is not None and (by_order.get(n) is None or v > by_order[n]):
+                by_order[n] = v
+    out["tgt_ngrams_by_order"] = by_order
     return out
 
 
@@ -139,9 +148,14 @@ def collect(spec, base):
                     sig = s.get("significance") or {}
                     row["p_bleu"] = (sig.get("BLEU") or {}).get("p_value")
                     row["p_chrf"] = (sig.get("chrF") or {}).get("p_value")
+                    # the paired bootstrap's mean and 95% half-width, for the figure
+                    row["bleu_mean"] = (sig.get("BLEU") or {}).get("system_mean")
+                    row["bleu_ci95"] = (sig.get("BLEU") or {}).get("system_ci95")
                     row["test_lines"] = rep.get("params", {}).get("lines")
                 elif field == "reconstruction":
                     row["reconstruction"] = _reconstruction_figures(rep)
+                    if rep["release"].get("contents"):
+                        row["release_contents"] = rep["release"]["contents"]
                 elif field == "exposure":
                     row["exposure"] = rep["summary_by_repeats"]
                 elif field == "membership":
@@ -163,58 +177,252 @@ def collect(spec, base):
     return rows, inputs
 
 
-def _leak(row):
-    """Headline canary leakage: mean exposure of the most-repeated planted canaries."""
-    ex = row.get("exposure") or {}
-    planted = [k for k in ex if int(k) > 0]
-    if not planted:
-        return None, None
-    k = max(planted, key=int)
-    return ex[k]["exposure_mean"], int(k)
+BASELINE_NAMES = ("baseline", "base")
+FULL_NAMES = ("sent", "sentences")
+
+
+def reference_rows(rows):
+    """(baseline row, full-sentence row), either None: the run named baseline/base or
+    whose approach is "no fine-tuning", and the run named sent/sentences or whose
+    approach is "full sentences". Why: the figure measures every cell against what
+    fine-tuning on the owner's full sentences gains over not fine-tuning at all."""
+    def find(names, approach):
+        for r in rows:
+            if r["name"] in names or (r.get("approach") or "").strip() == approach:
+                return r
+        return None
+    return find(BASELINE_NAMES, "no fine-tuning"), find(FULL_NAMES, "full sentences")
+
+
+def gain_shares(rows):
+    """{name: (share, low, high)}: the share of the full-sentence BLEU gain each run keeps,
+    (BLEU − baseline) / (full − baseline), with the run's paired-bootstrap 95% interval
+    carried through the same map (low/high None without one); None when there is no
+    baseline or full-sentence run, or fine-tuning on full sentences gained nothing."""
+    base, full = reference_rows(rows)
+    if not base or not full or base.get("bleu") is None or full.get("bleu") is None:
+        return None
+    b, gain = base["bleu"], full["bleu"] - base["bleu"]
+    if gain <= 0:
+        return None
+    out = {}
+    for r in rows:
+        if r.get("bleu") is None:
+            continue
+        lo = hi = None
+        if r.get("bleu_mean") is not None and r.get("bleu_ci95") is not None:
+            lo = (r["bleu_mean"] - r["bleu_ci95"] - b) / gain
+            hi = (r["bleu_mean"] + r["bleu_ci95"] - b) / gain
+        out[r["name"]] = ((r["bleu"] - b) / gain, lo, hi)
+    return out
+
+
+def common_ngram_order(rows):
+    """The one n-gram order every audited release can be compared on: the shortest n
+    longer than every release's max-len (no single fragment of any of them holds such
+    an n-gram); rows whose audit did not count it are left out by the caller."""
+    lens = [r["reconstruction"]["max_len"] for r in rows if r.get("reconstruction")]
+    return max(lens) + 1 if lens else None
+
+
+def leakage_panels(rows):
+    """[(x label, {name: (x, measured)})] for each leakage measure some run has measured:
+    sentence pairs rebuilt, target n-grams of one order rebuilt, membership-inference AUC.
+    For the release measures the baseline (nothing shared) counts 0 and the full-sentence
+    run (the sentences themselves are shared) 100%, by definition (measured=False)."""
+    base, full = reference_rows(rows)
+    by_def = {}
+    if base is not None:
+        by_def[base["name"]] = 0.0
+    if full is not None:
+        by_def[full["name"]] = 100.0
+    panels = []
+    recs = {r["name"]: r["reconstruction"] for r in rows if r.get("reconstruction")}
+    if recs:
+        pts = {n: (100 * rec["pairs_rebuilt_share"], True) for n, rec in recs.items()
+               if rec.get("pairs_rebuilt_share") is not None}
+        panels.append(("sentence pairs rebuilt from what is shared (%)", pts))
+        order = common_ngram_order(rows)
+        pts = {n: (100 * rec["tgt_ngrams_by_order"][str(order)], True)
+               for n, rec in recs.items()
+               if (rec.get("tgt_ngrams_by_order") or {}).get(str(order)) is not None}
+        panels.append((f"target {order}-grams rebuilt from what is shared (%)", pts))
+        for _, pts in panels:
+            for n, x in by_def.items():
+                pts.setdefault(n, (x, False))
+    mi = {r["name"]: (r["membership"]["auc"], True) for r in rows
+          if (r.get("membership") or {}).get("auc") is not None}
+    if mi:
+        panels.append(("membership inference AUC of the model (0.5 = chance)", mi))
+    return [(label, pts) for label, pts in panels if any(m for _, m in pts.values())]
+
+
+def point_label(row):
+    """A point's label: the run's name, and its ε where it has a guarantee."""
+    eps = row.get("epsilon")
+    return row["name"] + ("" if eps is None else f" (ε={eps:.3g})")
 
 
 def plot(rows, path, title):
+    """privacy_utility.png: one panel per leakage measure that has data (x: what leaks;
+    y: share of the full-sentence gain kept, with its bootstrap interval, or BLEU when
+    there is no gain to share), every run a point labelled with its name and ε; labels
+    placed where they cover no other label and no other point, the legend below the
+    panels. Without any leakage measure, one panel of the share of gain per run."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-    panels = [
-        (axes[0], lambda r: _leak(r)[0], "canary exposure, most-repeated canaries (bits)"),
-        (axes[1], lambda r: 100 * r["reconstruction"]["tgt_ngrams_recovered_share"]
-         if r.get("reconstruction") else None,
-         "target n-grams (max-len+1 … 2·max-len) rebuilt from the release (%)"),
-    ]
-    for ax, xfun, xlabel in panels:
-        n = 0
-        for r in rows:
-            x, y = xfun(r), r.get("bleu")
-            if x is None or y is None:
+    shares = gain_shares(rows)
+    by_name = {r["name"]: r for r in rows if r.get("bleu") is not None}
+    if shares:
+        ylabel = "share of the full-sentence BLEU gain kept (%)"
+        yv = {n: tuple(None if v is None else 100 * v for v in t) for n, t in shares.items()}
+    else:
+        ylabel = "BLEU"
+        yv = {n: (r["bleu"], None, None) for n, r in by_name.items()}
+        for n, r in by_name.items():
+            if r.get("bleu_mean") is not None and r.get("bleu_ci95") is not None:
+                yv[n] = (r["bleu"], r["bleu_mean"] - r["bleu_ci95"],
+                         r["bleu_mean"] + r["bleu_ci95"])
+    panels = leakage_panels(rows)
+    if not panels:  # nothing measured leaks: the runs side by side
+        panels = [("run (no leakage measured: no release audited, no model audited)",
+                   {n: (float(i), True) for i, n in enumerate(by_name)})]
+    colours = {r["name"]: f"C{i % 10}" for i, r in enumerate(rows)}
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 0.6, 5.2),
+                             squeeze=False)
+    axes = axes[0]
+    placements, cut = [], False
+    for ax, (xlabel, pts) in zip(axes, panels):
+        items = []
+        for name, (x, measured) in pts.items():
+            if name not in yv:
                 continue
-            n += 1
-            ax.scatter([x], [y], s=40)
-            label = r["name"] + (f" (ε={r['epsilon']:.3g})" if r.get("epsilon") is not None
-                                 else "")
-            ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
-        if ax is axes[0]:
-            ref = [r["exposure"]["0"]["exposure_mean"] for r in rows
-                   if "0" in (r.get("exposure") or {})]
-            if ref:
-                ax.axvline(sum(ref) / len(ref), color="grey", linestyle="--", linewidth=1,
-                           label="never-planted canaries (reference)")
-                ax.legend(fontsize=8, loc="best")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("BLEU")
+            y, lo, hi = yv[name]
+            row = by_name[name]
+            if lo is not None:
+                ax.vlines([x], [lo], [hi], color=colours[name], linewidth=1, alpha=0.4)
+            ax.scatter([x], [y], s=40, marker="D" if row.get("epsilon") is not None else "o",
+                       facecolors=colours[name] if measured else "none",
+                       edgecolors=colours[name], zorder=3)
+            items.append((x, y, lo, hi, point_label(row)))
+        if xlabel.startswith("run ("):
+            ax.set_xticks([])
+        if shares:
+            ax.axhline(0, color="grey", linewidth=0.8, linestyle=":")
+            ax.axhline(100, color="grey", linewidth=0.8, linestyle=":")
+        cut |= _pad_limits(ax, items, (0, 100) if shares else ())
+        ax.set_xlabel(xlabel, fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=9)
         ax.grid(alpha=0.3)
-        if not n:
-            ax.text(0.5, 0.5, "no run has both figures", ha="center", va="center",
-                    transform=ax.transAxes)
-    _frontier_panel(axes[2], rows)
-    fig.suptitle(f"{title}: privacy–utility (up-left is better)")
-    fig.tight_layout()
+        placements.append((ax, items))
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], marker="D", linestyle="", color="grey",
+                      label="with a DP guarantee (ε beside the name)"),
+               Line2D([], [], marker="o", linestyle="", color="grey", label="no guarantee"),
+               Line2D([], [], marker="o", linestyle="", color="grey", markerfacecolor="none",
+                      label="by definition: nothing shared (0) / the sentences (100%)"),
+               Line2D([], [], color="grey", label="paired-bootstrap 95% interval"
+                      + (" (cut at the frame)" if cut else ""))]
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(f"{title}: what each approach keeps of the gain vs what leaks "
+                 "(up-left is better)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
+    renderer = fig.canvas.get_renderer()
+    for ax, items in placements:
+        place_labels(ax, items, renderer)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _pad_limits(ax, items, anchors=()):
+    """Axis limits with room around the points (and `anchors`, e.g. 0 and 100% of the
+    gain) for their labels. An interval reaches beyond them by at most the points' own
+    span, so that a wide interval (a small test set, a small gain) cannot squeeze the
+    points into a line; returns True if an interval is cut at the frame."""
+    if not items:
+        return False
+    xs = [i[0] for i in items]
+    ys = [i[1] for i in items] + list(anchors)
+    ends = [v for i in items for v in (i[2], i[3]) if v is not None]
+    lo, hi = min(xs), max(xs)
+    span = (hi - lo) or max(abs(hi), 1.0)
+    ax.set_xlim(lo - 0.25 * span, hi + 0.25 * span)
+    lo, hi = min(ys), max(ys)
+    span = (hi - lo) or max(abs(hi), 1.0)
+    lo_e = max(min(ends + [lo]), lo - span)
+    hi_e = min(max(ends + [hi]), hi + span)
+    ax.set_ylim(min(lo - 0.25 * span, lo_e - 0.05 * span),
+                max(hi + 0.25 * span, hi_e + 0.05 * span))
+    return any(e < lo_e or e > hi_e for e in ends)
+
+
+LABEL_RADII = (5, 12, 20, 30, 42, 56, 72, 90)  # points from the marker
+
+
+def _candidates():
+    """Label offsets (points) in rings around the point, nearest first: 8 directions on
+    the first rings, 16 beyond."""
+    import math
+
+    for k, r in enumerate(LABEL_RADII):
+        n = 8 if k < 3 else 16
+        for j in range(n):
+            a = math.pi / 4 - 2 * math.pi * j / n  # start up-right, go round
+            yield r * math.cos(a), r * math.sin(a)
+
+
+def _overlaps(a, b, pad=1.0):
+    return a.x0 < b.x1 + pad and b.x0 < a.x1 + pad and a.y0 < b.y1 + pad and b.y0 < a.y1 + pad
+
+
+def place_labels(ax, items, renderer):
+    """Label each point (x, y, low, high, text) at the nearest offset where, as rendered,
+    the label stays inside the axes and touches no label placed before, no marker and no
+    interval bar but its own point's; a label set apart gets a thin leader line. Why: a
+    label over another label or point makes a figure that is read at a glance wrong."""
+    from matplotlib.transforms import Bbox
+
+    scale = ax.figure.dpi / 72.0
+    half = 40 ** 0.5 * scale / 2 + 1  # the markers are s=40
+    pts = [ax.transData.transform((x, y)) for x, y, *_ in items]
+    obstacles = [(k, Bbox([[px - half, py - half], [px + half, py + half]]))
+                 for k, (px, py) in enumerate(pts)]
+    for k, (x, _, lo, hi, _) in enumerate(items):
+        if lo is not None:
+            (bx, by0), (_, by1) = ax.transData.transform([(x, lo), (x, hi)])
+            obstacles.append((k, Bbox([[bx - 1, by0], [bx + 1, by1]])))
+    frame = ax.get_window_extent(renderer)
+    placed, unplaced = [], []
+    order = sorted(range(len(items)), key=lambda k: (-pts[k][1], pts[k][0]))
+    for k in order:
+        x, y, _, _, text = items[k]
+        others = [b for i, b in obstacles if i != k]
+        ann = None
+        for dx, dy in _candidates():
+            ann = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points",
+                              fontsize=8, ha="left" if dx > 0.5 else "right" if dx < -0.5
+                              else "center", va="bottom" if dy > 0.5 else "top"
+                              if dy < -0.5 else "center", annotation_clip=False)
+            box = ann.get_window_extent(renderer)
+            if (frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
+                    and not any(_overlaps(box, b) for b in placed + others)):
+                break
+            ann.remove()
+            ann = None
+        if ann is None:  # no free place: named above the panel instead
+            unplaced.append(text)
+            continue
+        placed.append(box)
+        if (dx * dx + dy * dy) ** 0.5 > LABEL_RADII[0] + 1:  # beyond the first ring
+            tx, ty = ax.transData.inverted().transform(
+                (min(max(pts[k][0], box.x0), box.x1), min(max(pts[k][1], box.y0), box.y1)))
+            ax.plot([x, tx], [y, ty], color="dimgrey", linewidth=0.7, zorder=4)
+    if unplaced:
+        ax.set_title("no room to label: " + ", ".join(unplaced), fontsize=7)
 
 
 def frontier(points):
@@ -225,34 +433,6 @@ def frontier(points):
             out.append((eps, bleu))
             best = bleu
     return out
-
-
-def _frontier_panel(ax, rows):
-    """BLEU against ε for the runs with a guarantee; runs without one as lines (give
-    the baseline `epsilon: 0` in the YAML: it uses no client data)."""
-    dp = [(r["epsilon"], r["bleu"], r["name"]) for r in rows
-          if r.get("epsilon") is not None and r.get("bleu") is not None]
-    for eps, bleu, name in dp:
-        ax.scatter([eps], [bleu], s=40)
-        ax.annotate(name, (eps, bleu), textcoords="offset points", xytext=(5, 5), fontsize=8)
-    if dp:
-        line = frontier([(e, b) for e, b, _ in dp])
-        ax.step([e for e, _ in line], [b for _, b in line], where="post", color="black",
-                linewidth=1, label="frontier")
-    for r in rows:
-        if r.get("epsilon") is None and r.get("bleu") is not None:
-            ax.axhline(r["bleu"], linestyle=":", linewidth=1, color="grey")
-            ax.annotate(f"{r['name']} (no ε)", (0, r["bleu"]), xycoords=(
-                "axes fraction", "data"), xytext=(3, 2), textcoords="offset points",
-                fontsize=7, color="grey")
-    ax.set_xlabel("ε (runs with a DP guarantee)")
-    ax.set_ylabel("BLEU")
-    ax.grid(alpha=0.3)
-    if not dp:
-        ax.text(0.5, 0.5, "no run has a DP guarantee", ha="center", va="center",
-                transform=ax.transAxes)
-    else:
-        ax.legend(fontsize=8, loc="lower right")
 
 
 def _f(x, fmt="{:.2f}"):
@@ -294,7 +474,7 @@ def render_markdown(title, rows):
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", "`*`: differs from the baseline at p < 0.05 (sacrebleu's paired bootstrap, "
               "as run by `nmtfrag evaluate --baseline`). len out/ref: output/reference "
-              "length ratio (BLEU's), the length effect of untagged phrases. "
+              "length ratio (BLEU's). "
               "Exposure r=k: mean exposure (bits) of canaries planted k times (r=0: "
               "never planted, the reference); log2|R| is its ceiling. Extracted: planted "
               "canaries whose secret beam search outputs verbatim. MI: loss-threshold "
@@ -304,8 +484,71 @@ def render_markdown(title, rows):
               "release; n-grams: distinct target n-grams longer than max-len found in its "
               "chains; each the most any attack mode that was run (conservative, greedy) "
               "achieved. ε: (ε, δ)-DP of the training run where defined.",
-              "", "![privacy-utility](privacy_utility.png)", ""]
+              ""]
+    held = [(r["name"], r["release_contents"]) for r in rows if r.get("release_contents")]
+    if held:
+        from ..stats import release_markdown
+
+        lines += release_markdown(held).splitlines() + [""]
+    notes = table_notes(rows)
+    if notes:
+        lines += ["## What the table shows", ""] + [f"- {n}" for n in notes] + [""]
+    lines += ["![privacy-utility](privacy_utility.png)", ""]
     return "\n".join(lines)
+
+
+LENGTH_DROP = 0.05  # a length ratio this far below the baseline's is named
+
+
+def table_notes(rows):
+    """Sentences about this table computed from its figures (never a fixed sentence that
+    may be untrue of a given run): which cells shortened the output against the
+    baseline, which differ in BLEU from it at p < 0.05, what share of the full-sentence
+    gain each keeps, which models output a planted canary."""
+    notes = []
+    base, full = reference_rows(rows)
+    if base is not None and base.get("length_ratio") is not None:
+        b = base["length_ratio"]
+        short = [r for r in rows if r is not base and r.get("length_ratio") is not None
+                 and r["length_ratio"] < b - LENGTH_DROP]
+        notes.append(
+            (f"Output shorter than the baseline's (length ratio more than {LENGTH_DROP} "
+             f"below its {b:.2f}): " + ", ".join(f"{r['name']} ({r['length_ratio']:.2f})"
+                                                for r in short) + ".") if short else
+            f"No cell's length ratio is more than {LENGTH_DROP} below the baseline's "
+            f"({b:.2f}).")
+    better = [r["name"] for r in rows if r.get("p_bleu") is not None and r["p_bleu"] < 0.05
+              and base is not None and r["bleu"] > base["bleu"]]
+    worse = [r["name"] for r in rows if r.get("p_bleu") is not None and r["p_bleu"] < 0.05
+             and base is not None and r["bleu"] < base["bleu"]]
+    tested = [r for r in rows if r.get("p_bleu") is not None]
+    if tested and base is not None:
+        notes.append("BLEU above the baseline's at p < 0.05: "
+                     + (", ".join(better) or "none") + "; below it: "
+                     + (", ".join(worse) or "none") + f" (of {len(tested)} tested).")
+    shares = gain_shares(rows)
+    kept = [f"{n} {100 * v[0]:.0f}%" for n, v in (shares or {}).items()
+            if n not in (base["name"], full["name"])]
+    if kept:
+        notes.append(f"Share of the full-sentence gain ({full['name']}: "
+                     f"{full['bleu'] - base['bleu']:+.2f} BLEU over the baseline) kept: "
+                     + ", ".join(kept) + ".")
+    elif base is not None and full is not None and full.get("bleu") is not None:
+        notes.append(f"Full sentences ({full['name']}) gained nothing over the baseline "
+                     f"({full['bleu'] - base['bleu']:+.2f} BLEU): no share of gain is shown.")
+    order = common_ngram_order(rows)
+    rebuilt = [f"{r['name']} {_pct(r['reconstruction']['tgt_ngrams_by_order'][str(order)])}"
+               for r in rows if str(order) in
+               ((r.get("reconstruction") or {}).get("tgt_ngrams_by_order") or {})]
+    if rebuilt:
+        notes.append(f"Target {order}-grams rebuilt (one order for every release: no "
+                     f"fragment of any holds one): " + ", ".join(rebuilt) + ".")
+    leaked = [r["name"] for r in rows if any(
+        v.get("extracted") for k, v in (r.get("exposure") or {}).items() if int(k) > 0)]
+    if leaked:
+        notes.append("A planted canary's secret is output verbatim by: "
+                     + ", ".join(leaked) + ".")
+    return notes
 
 
 def compare_runs(runs_yaml, out, overwrite=False):

@@ -14,6 +14,22 @@ def _span(d):
     return f"{d['median']} ({d['p90']}, {d['max']})" if d else "–"
 
 
+def summary_line(report):
+    """The one-line summary of the audit, made of the figures report.md shows (the same
+    rounding, "–" where report.md has "–"), so that the two never disagree."""
+    L = report["max_len"]
+    parts = []
+    for mode, r in report["modes"].items():
+        s = r["scores"]
+        parts.append(f"{mode}: {r['attack']['chains']} chains, sentence pairs rebuilt "
+                     f"exactly {_pct(s['pair']['rebuilt_exactly_share'])}, target "
+                     f"{L + 1}…{2 * L}-grams recovered "
+                     f"{_pct(s['tgt']['ngrams_recovered_share'])}"
+                     + (f" (no sentence is longer than {L} words)"
+                        if s['tgt']['ngrams_recovered_share'] is None else ""))
+    return "; ".join(parts)
+
+
 def render_markdown(report):
     modes = list(report["modes"])
     res = report["modes"]
@@ -48,8 +64,15 @@ def render_markdown(report):
         "to bracket what this family of attacks gets.",
         "",
         f"Release: `{report['release']['dir']}` — {report['release']['lines']} phrase pairs, "
-        f"max-len {L}, sample-rate {p.get('sample_rate', '?')}, tag {p.get('tag', '?')}.",
+        f"max-len {report.get('max_len_stated', L) or 'not stated'} (n-grams counted from "
+        f"{L + 1} words), sample-rate {p.get('sample_rate', '?')}, tag {p.get('tag', '?')}.",
         "",
+    ]
+    if report.get("assumptions"):
+        lines += ["## Assumptions", ""] + [
+            f"- {'**warning:** ' if a in report.get('warnings', []) else ''}{a}"
+            for a in report["assumptions"]] + [""]
+    lines += [
         "## Attack",
         "",
         "| | " + " | ".join(modes) + " |",

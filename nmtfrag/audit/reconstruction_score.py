@@ -275,6 +275,47 @@ RULE = ("A sentence counts as rebuilt when it equals a released fragment, a chai
 MODE_CHOICES = ("conservative", "greedy", "both")
 
 
+def _ngram_max_len(stated, observed):
+    """The max-len the n-gram figures are defined by, and what the audit assumed: n-grams
+    of max-len+1 … 2·max-len are those no single fragment holds, which is only true if no
+    fragment is longer than max-len. A release with longer fragments than stated (or
+    given by --max-len) is scored with its longest fragment instead, with a warning.
+    Returns (max_len, assumptions, warnings)."""
+    if stated is None:
+        return observed, [f"max-len not stated: the longest fragment ({observed} words) is "
+                          f"taken as max-len"], []
+    if observed > stated:
+        w = (f"the release holds fragments of up to {observed} words, longer than its "
+             f"max-len {stated}: n-grams are counted from {observed + 1} words "
+             f"({observed + 1}…{2 * observed}-grams), the shortest no fragment holds")
+        return observed, [w], [w]
+    return stated, [f"max-len {stated} (no fragment is longer; the longest has {observed} "
+                    f"words)"], []
+
+
+def verbatim_chains(pairs, mode):
+    """The attack's output for a verbatim release: each distinct fragment a chain of one
+    (support: its multiplicity), in the order and shape `reconstruct` returns."""
+    from collections import Counter
+
+    from .reconstruct import Chain
+
+    counts = Counter(pairs)
+    chains = [Chain(s, t, 1, counts[(s, t)]) for (s, t) in
+              sorted(counts, key=lambda p: (p[1], p[0]))]
+    stats = {"mode": mode, "verbatim_release": True, "pairs": len(pairs),
+             "distinct_pairs": len(counts), "widening_variants_collapsed": 0,
+             "fragments": len(counts), "edges": 0, "chains": len(chains),
+             "chains_longer_than_any_fragment": 0,
+             "longest_chain_tgt": max((len(c.tgt) for c in chains), default=0),
+             "longest_chain_src": max((len(c.src) for c in chains), default=0),
+             "min_overlap": None}
+    if mode == "greedy":
+        stats.update({"edges_unambiguous": 0, "ambiguous_overlaps_resolved_by_frequency": 0,
+                      "non_mutual_edges": 0})
+    return chains, stats
+
+
 def audit_reconstruction(release, src, tgt, out, *, min_overlap=None, pretokenized=None,
                          max_len=None, write_chains=False, overwrite=False,
                          show_progress=False, mode="conservative"):
@@ -294,8 +335,8 @@ def audit_reconstruction(release, src, tgt, out, *, min_overlap=None, pretokeniz
     out = prepare_output_dir(out, overwrite, inputs=[release, src, tgt],
                              kind="nmtfrag-reconstruction-audit")
     params = info["params"]
-    if max_len is None:
-        max_len = params.get("max_len") or info["max_len_observed"]
+    stated = max_len if max_len is not None else params.get("max_len")
+    max_len, assumptions, warnings = _ngram_max_len(stated, info["max_len_observed"])
     if pretokenized is None:
         pretokenized = bool(params.get("pretokenized", False))
     src_lang, tgt_lang = params.get("src_lang", "de"), params.get("tgt_lang", "en")
@@ -303,12 +344,26 @@ def audit_reconstruction(release, src, tgt, out, *, min_overlap=None, pretokeniz
                                                         pretokenized)
     if not src_sents:
         raise InputError(f"{src}: no usable sentence pairs")
+    from ..stats import release_contents
+
+    contents = release_contents(pairs)
     fragments = set(pairs)
+    # a release whose every fragment is a whole sentence pair of the corpus needs no graph
+    # search: each sentence is rebuilt as it stands, and a join of two sentences holds
+    # no n-gram of the corpus longer than its longest sentence
+    verbatim = fragments <= set(zip(src_sents, tgt_sents))
+    if verbatim:
+        assumptions.append("every fragment of the release is a whole sentence pair of the "
+                           "corpus (a verbatim release): the fragments are the attack's "
+                           "output, no graph search was run")
     results, all_chains = {}, {}
     for m in modes:
         t0 = time.time()
-        chains, attack_stats = reconstruct(pairs, min_overlap=min_overlap, mode=m,
-                                           show_progress=show_progress)
+        if verbatim:
+            chains, attack_stats = verbatim_chains(pairs, m)
+        else:
+            chains, attack_stats = reconstruct(pairs, min_overlap=min_overlap, mode=m,
+                                               show_progress=show_progress)
         t_attack = time.time() - t0
         t1 = time.time()
         scores = score_chains(chains, src_sents, tgt_sents, max_len, fragments)
@@ -328,8 +383,12 @@ def audit_reconstruction(release, src, tgt, out, *, min_overlap=None, pretokeniz
         "counting_rule": RULE,
         "release": {"dir": os.path.abspath(release), "lines": info["lines"],
                     "tagged": info["tagged"], "params": params,
-                    "sha256": info["sha256"]},
+                    "sha256": info["sha256"], "contents": contents},
         "max_len": max_len,
+        "max_len_stated": stated,
+        "max_len_observed": info["max_len_observed"],
+        "assumptions": assumptions,
+        "warnings": warnings,
         "pretokenized": pretokenized,
         # the first mode's figures (the conservative floor when both ran), for readers of
         # the single-mode layout; every mode's figures are under "modes"

@@ -196,14 +196,11 @@ def _run_reconstruct(args):
                                max_len=args.max_len, write_chains=args.write_chains,
                                overwrite=args.overwrite, show_progress=True,
                                mode=args.mode)
-    parts = []
-    for mode, r in rep["modes"].items():
-        s = r["scores"]
-        parts.append(f"{mode}: {r['attack']['chains']} chains, sentence pairs rebuilt exactly "
-                     f"{100 * s['pair']['rebuilt_exactly_share']:.2f}%, target "
-                     f"{rep['max_len'] + 1}…{2 * rep['max_len']}-grams recovered "
-                     f"{100 * (s['tgt']['ngrams_recovered_share'] or 0):.2f}%")
-    print(f"nmtfrag audit reconstruct: {'; '.join(parts)} (what this attack achieves: a "
+    from ..audit.reconstruction_report import summary_line
+
+    for w in rep["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"nmtfrag audit reconstruct: {summary_line(rep)} (what this attack achieves: a "
           f"lower bound on leakage); report in {args.out}", file=sys.stderr)
     return 0
 
