@@ -272,6 +272,13 @@ def _run_membership(args):
         torch.set_num_threads(args.threads)
     if args.max_pairs is not None and args.max_pairs < 1:
         raise InputError("--max-pairs must be at least 1")
+    from ..model_dir import check_model_files
+
+    check_model_files(args.model, args.src_lang, args.tgt_lang, args.checkpoint,
+                      flag="--model")  # before reading any pair
+    if args.reference_model:
+        check_model_files(args.reference_model, args.src_lang, args.tgt_lang,
+                          args.checkpoint, flag="--reference-model")
     members = membership.read_pairs(args.members, args.src_lang, args.tgt_lang, "--members")
     nonmembers = membership.read_pairs(args.non_members, args.src_lang, args.tgt_lang,
                                        "--non-members")

@@ -101,6 +101,11 @@ def _certificate(model_dir):
     from ..errors import InputError
 
     path = os.path.join(model_dir, "privacy.json")
+    if not os.path.exists(model_dir):
+        raise InputError(f"{model_dir}: no such directory")
+    if not os.path.isdir(model_dir):
+        raise InputError(f"{model_dir}: not a directory (give a model directory trained "
+                         "with `nmtfrag finetune --dp` or a release of `extract --dp`)")
     _refuse_not_private(model_dir)
     if not os.path.isfile(path):
         raise InputError(f"{path} not found: {model_dir} was not trained with "

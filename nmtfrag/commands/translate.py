@@ -39,6 +39,19 @@ def add_arguments(p):
     add_engine_arguments(p)
 
 
+def _refuse_control(lines):
+    """Control characters on stdin are refused as in a corpus file (corpus.py)."""
+    from ..corpus import _CONTROL
+    from ..errors import InputError
+
+    for n, line in enumerate(lines, 1):
+        bad = _CONTROL.search(line.encode("utf-8"))
+        if bad:
+            raise InputError(f"stdin line {n}: control character (byte "
+                             f"0x{line.encode('utf-8')[bad.start()]:02x}); text lines may "
+                             f"not hold control characters")
+
+
 def run(args):
     import sys
 
@@ -57,6 +70,7 @@ def run(args):
         lines = data.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
+        _refuse_control(lines)
     device = args.device
     import torch
 
