@@ -73,11 +73,11 @@ def _check_epsilon(value, run_name, where):
     try:
         eps = float(value)
     except (TypeError, ValueError):
-        raise InputError(f"run {run_name!r}: {where}: epsilon must be a number, got "
+        raise InputError(f"run {run_name!r}: {where} must be a number, got "
                          f"{value!r}") from None
     if not math.isfinite(eps) or eps < 0:
-        raise InputError(f"run {run_name!r}: {where}: epsilon must be a finite number "
-                         f"≥ 0, got {value!r}")
+        raise InputError(f"run {run_name!r}: {where} must be a finite number ≥ 0, got "
+                         f"{value!r}")
     return eps
 
 
@@ -171,7 +171,8 @@ def collect(spec, base):
                     tot = rep.get("total", rep)
                     if "epsilon" not in tot:
                         raise InputError(f"run {name!r}: {p} has no total.epsilon")
-                    row["epsilon"] = _check_epsilon(tot["epsilon"], name, p)
+                    row["epsilon"] = _check_epsilon(tot["epsilon"], name,
+                                                    f"{p}: total.epsilon")
                     row["delta"] = tot.get("delta")
         if r.get("epsilon") is not None:
             row["epsilon"] = _check_epsilon(r["epsilon"], name, "epsilon")
