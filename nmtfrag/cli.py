@@ -10,6 +10,7 @@ run created is removed (see `fileio.remove_created_outputs`).
 import argparse
 import importlib
 import os
+import re
 import signal
 import sys
 
@@ -36,8 +37,18 @@ class _Parser(argparse.ArgumentParser):
     """argparse exits 2 on bad usage already; keep its message to one `error:` line."""
 
     def error(self, message):
-        self.print_usage(sys.stderr)
-        self.exit(2, f"error: {one_line(message)}\n")
+        self.exit(2, f"error: {one_line(_option_message(message))} (see `{self.prog} "
+                     f"--help`)\n")
+
+
+def _option_message(message):
+    """argparse's "argument --beam: must be ≥ 1, got 0" as "--beam must be ≥ 1, got 0"
+    (the option named first, its aliases dropped)."""
+    m = re.match(r"argument (\S+?)(?:/\S+)?: (.*)", message, re.S)
+    if not m:
+        return message
+    opt, rest = m.groups()
+    return f"{opt} {rest}" if rest.startswith("must") else f"{opt}: {rest}"
 
 
 def one_line(text, limit=500):
@@ -108,7 +119,12 @@ def main(argv=None):
     # covers all our commands without touching the user's shell.
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     argv, debug = _split_debug(argv)
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # a usage error: its one line is printed, return its code
+        if exc.code == 2:      # (--help and --version still exit, with code 0)
+            return 2
+        raise
     debug = debug or args.debug
     # Turn `kill` (SIGTERM) into a normal exit so `finally` blocks run: private work dirs
     # holding confidential text are removed and no half-written file is renamed into place.
