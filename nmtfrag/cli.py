@@ -3,11 +3,14 @@
 Each subcommand lives in `nmtfrag/commands/<name>.py` with `HELP`, `add_arguments(parser)`
 and `run(args)`. Command modules import heavy libraries (torch, fairseq) inside `run`,
 so `nmtfrag --help` stays fast. Exit codes: 0 success, 2 bad usage or input (one
-`error:` line), 1 internal failure.
+`error:` line naming the option or file), 1 internal failure (one `error: internal
+error:` line; `--debug` shows the traceback instead). An output directory that a failed
+run created is removed (see `fileio.remove_created_outputs`).
 """
 import argparse
 import importlib
 import os
+import re
 import signal
 import sys
 
@@ -34,8 +37,25 @@ class _Parser(argparse.ArgumentParser):
     """argparse exits 2 on bad usage already; keep its message to one `error:` line."""
 
     def error(self, message):
-        self.print_usage(sys.stderr)
-        self.exit(2, f"error: {message}\n")
+        self.exit(2, f"error: {one_line(_option_message(message))} (see `{self.prog} "
+                     f"--help`)\n")
+
+
+def _option_message(message):
+    """argparse's "argument --beam: must be ≥ 1, got 0" as "--beam must be ≥ 1, got 0"
+    (the option named first, its aliases dropped)."""
+    m = re.match(r"argument (\S+?)(?:/\S+)?: (.*)", message, re.S)
+    if not m:
+        return message
+    opt, rest = m.groups()
+    return f"{opt} {rest}" if rest.startswith("must") else f"{opt}: {rest}"
+
+
+def one_line(text, limit=500):
+    """`text` on one line (whitespace runs collapsed), cut at `limit` characters: an
+    error report is one line, whatever a library put in its message."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def build_parser():
@@ -47,6 +67,9 @@ def build_parser():
         epilog="Run `nmtfrag COMMAND --help` for the options of each command.",
     )
     parser.add_argument("--version", action="version", version=f"nmtfrag {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an internal error, show the Python traceback instead of "
+                             "one line (may also follow the command's own options)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name, module_name in COMMANDS:
@@ -63,30 +86,86 @@ def _exit_on_sigterm(signum, frame):
     sys.exit(128 + signum)
 
 
+def _split_debug(argv):
+    """(argv without --debug, whether it was there): --debug is accepted anywhere before
+    a `--`, so it can follow a subcommand's options too."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    end = argv.index("--") if "--" in argv else len(argv)
+    debug = "--debug" in argv[:end]
+    return [a for k, a in enumerate(argv) if k >= end or a != "--debug"], debug
+
+
+def _os_error_line(exc):
+    """One line for an OSError about a path (unreadable input, unwritable output, disk
+    full): the path and the system's reason."""
+    where = exc.filename if exc.filename is not None else ""
+    if getattr(exc, "filename2", None):
+        where = f"{where} -> {exc.filename2}"
+    reason = exc.strerror or exc.__class__.__name__
+    return f"error: {where}: {reason}" if where else f"error: {reason}"
+
+
+def _fail(message, user_error):
+    """Print the one error line and remove any output directory this run created."""
+    from .fileio import remove_created_outputs
+
+    remove_created_outputs(user_error)
+    print(one_line(message), file=sys.stderr)
+
+
 def main(argv=None):
     # fairseq calls torch.load without weights_only=False; torch >= 2.6 then refuses
     # every fairseq checkpoint. The flag is read at call time, so setting it here
     # covers all our commands without touching the user's shell.
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-    args = build_parser().parse_args(argv)
+    argv, debug = _split_debug(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # a usage error: its one line is printed, return its code
+        if exc.code == 2:      # (--help and --version still exit, with code 0)
+            return 2
+        raise
+    debug = debug or args.debug
     # Turn `kill` (SIGTERM) into a normal exit so `finally` blocks run: private work dirs
     # holding confidential text are removed and no half-written file is renamed into place.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     # SIGKILL skips every `finally`: remove what killed runs left in private work dirs.
-    from .fileio import sweep_stale_workdirs
+    from .fileio import CREATED_OUTPUTS, sweep_stale_workdirs
 
+    CREATED_OUTPUTS.clear()
     sweep_stale_workdirs((getattr(args, "work_dir", None),))
     try:
         code = args._run(args)
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _fail(f"error: {exc}", user_error=True)
         return 2
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        _fail("error: interrupted", user_error=False)
         return 130
     except BrokenPipeError:  # e.g. `nmtfrag stats ... | head` closed the pipe early
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes
+        return 1
+    except OSError as exc:
+        if exc.filename is None or debug:  # no path: not something the user named
+            if debug:
+                raise
+            _fail(f"error: internal error: {type(exc).__name__}: {exc} (run with --debug "
+                  f"for the traceback)", user_error=False)
+            return 1
+        _fail(_os_error_line(exc), user_error=True)  # unreadable input, unwritable out
+        return 2
+    except SystemExit as exc:
+        if exc.code not in (0, None):  # SIGTERM, or a library's own exit
+            from .fileio import remove_created_outputs
+
+            remove_created_outputs(user_error=False)
+        raise
+    except Exception as exc:
+        if debug:
+            raise
+        _fail(f"error: internal error: {type(exc).__name__}: {exc} (run with --debug for "
+              f"the traceback)", user_error=False)
         return 1
     return int(code or 0)
 

@@ -1,7 +1,8 @@
 """Reading a line-aligned parallel corpus, with every defect either refused or counted.
 
 Decisions (documented in README, "Corpus input"):
-- missing or empty file, different line counts, invalid UTF-8: refused (InputError,
+- missing or empty file, different line counts, invalid UTF-8, a NUL or other control
+  character (C0 except tab and CR, or DEL): refused (InputError,
   exit 2, naming the file and line), before any work is done: each means the files are
   not what the user thinks, and silently dropping data would shift what is aligned;
 - a line empty (or blank) on one side only, or on both: skipped, counted per reason
@@ -11,11 +12,18 @@ Lines are split on `\\n` only (never on the other characters `str.splitlines` tr
 line breaks), so line numbers always match `wc -l` / `sed -n Np`.
 """
 import os
+import re
 from dataclasses import dataclass, field
 
 from .errors import InputError
 
 MAX_LISTED_LINES = 1000  # line numbers kept per skip reason in a manifest
+# Control bytes no text line holds: the tokeniser strips NUL silently (a pair then
+# counts differently than the user sees it), and with --pretokenized they would reach
+# the shared release. Tab and CR (a CRLF ending, normalised) are allowed.
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CONTROL_NAMES = {0: "NUL", 0x1b: "ESC", 0x7f: "DEL", 0x0c: "form feed",
+                  0x0b: "vertical tab"}
 
 
 @dataclass
@@ -59,9 +67,10 @@ def check_input_file(path):
 
 
 def scan_text_file(path):
-    """Check one file is readable UTF-8; return its number of lines.
+    """Check one file is readable UTF-8 text; return its number of lines.
 
-    Raises InputError naming the first line that is not valid UTF-8.
+    Raises InputError naming the first line that is not valid UTF-8 or holds a control
+    character.
     """
     check_input_file(path)
     n = 0
@@ -71,6 +80,13 @@ def scan_text_file(path):
         except UnicodeDecodeError as exc:
             raise InputError(f"{path} line {n}: invalid UTF-8 (byte {exc.start + 1}); "
                              f"convert the file to UTF-8 first") from None
+        bad = _CONTROL.search(raw)
+        if bad:
+            code = raw[bad.start()]
+            name = _CONTROL_NAMES.get(code, "control character")
+            raise InputError(f"{path} line {n}: {name} (byte 0x{code:02x}) at byte "
+                             f"{bad.start() + 1}; text lines may not hold control "
+                             f"characters (remove them first, e.g. with tr -d)")
     return n
 
 

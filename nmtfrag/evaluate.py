@@ -169,6 +169,10 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
     if hyp is not None and (engine != "fairseq" or compute_type or ct2_cache):
         raise InputError("--engine, --compute-type and --ct2-cache need --model "
                          "(--hyp is scored as given)")
+    if model is not None:  # a mistyped --model is refused before anything is read
+        from .model_dir import check_model_files
+
+        check_model_files(model, src_lang, tgt_lang, checkpoint, flag="--model")
     src_lines, ref_lines = _read_lines(src), _read_lines(ref)
     if len(src_lines) != len(ref_lines):
         raise InputError(f"{src} has {len(src_lines)} lines but {ref} has "

@@ -233,6 +233,9 @@ def _dp_units_check(dp, documents, n_lines):
             raise InputError("--documents is used only with --dp --privacy-unit document")
         return None
     dp.check()
+    from .dp.phrase_release import calibrate
+
+    calibrate(dp)  # ε refused now (InputError), not after minutes of alignment
     if dp.unit == "sentence":
         if documents is not None:
             raise InputError("--documents needs --privacy-unit document")

@@ -235,8 +235,61 @@ def prepare_output_dir(out, overwrite=False, *, inputs=(), kind=None):
     if os.path.exists(os.path.join(out, MANIFEST)) and not overwrite:
         raise InputError(f"{out} already holds a finished output "
                          f"({MANIFEST}); choose another --out or pass --overwrite")
-    os.makedirs(out, exist_ok=True)
+    make_output_dir(out)
     return out
+
+
+# Output directories this process created (absolute paths, in order). Why: a run
+# refused or crashed after creating OUT must not leave an empty or half-written OUT
+# behind; the CLI removes these on failure (`remove_created_outputs`), never a
+# directory that existed before the run.
+CREATED_OUTPUTS = []
+
+
+def make_output_dir(out):
+    """os.makedirs(out) that records `out` in CREATED_OUTPUTS when this call made it."""
+    out = os.path.abspath(out)
+    existed = os.path.isdir(out)
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot create the directory "
+                         f"({exc.strerror or exc})") from None
+    if not existed and out not in CREATED_OUTPUTS:
+        CREATED_OUTPUTS.append(out)
+    return out
+
+
+def _holds_files(path):
+    """True when the tree under `path` holds anything but directories."""
+    for _, _, files in os.walk(path):
+        if files:
+            return True
+    return False
+
+
+def remove_created_outputs(user_error):
+    """Remove the output directories this process created, after a failed run.
+
+    After a user error (`user_error`), a created OUT without a manifest.json goes with
+    everything in it: the run was refused, what is there is scaffolding or a tokenised
+    copy of the input. After an internal failure or an interruption only an OUT that
+    holds no file goes: a half-trained model's checkpoints are what `--resume` needs.
+    A directory holding a manifest.json (a finished output) is never removed. Returns
+    the paths removed."""
+    removed = []
+    for out in reversed(CREATED_OUTPUTS):
+        if not os.path.isdir(out) or os.path.islink(out):
+            continue
+        if os.path.exists(os.path.join(out, MANIFEST)):
+            continue
+        if not user_error and _holds_files(out):
+            continue
+        shutil.rmtree(out, ignore_errors=True)
+        if not os.path.exists(out):
+            removed.append(out)
+    CREATED_OUTPUTS.clear()
+    return removed
 
 
 MODEL_DIR = "a model directory"

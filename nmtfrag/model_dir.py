@@ -151,16 +151,18 @@ def dict_symbols(path):
     return symbols
 
 
-def validate_model_dir(path, src_lang="de", tgt_lang="en", checkpoint=None):
-    """Check a model directory and read its architecture; return a ModelDir.
+def check_model_files(path, src_lang="de", tgt_lang="en", checkpoint=None, flag=None):
+    """The cheap half of `validate_model_dir`: the directory and its files exist (no
+    checkpoint is loaded). Returns (abs path, src dict, tgt dict, bpecodes, checkpoints).
 
-    Refused (InputError): missing directory, checkpoint, dictionary or bpecodes; a
-    checkpoint that does not load; a dictionary whose size (+4 specials) differs from the
-    checkpoint's embedding rows; different dictionaries with shared all embeddings;
-    ensemble members of different architectures.
-    """
+    Why: commands call it before they create OUT or read a corpus, so a mistyped
+    --model is refused at once; `flag` (e.g. "--model") names the option in the error."""
+    where = f"{flag} {path}" if flag else path
+    if not os.path.exists(path):
+        raise InputError(f"{where}: model directory does not exist")
     if not os.path.isdir(path):
-        raise InputError(f"{path}: model directory does not exist")
+        raise InputError(f"{where}: not a directory (expected a model directory: "
+                         f"model.pt, dict.{src_lang}.txt, dict.{tgt_lang}.txt, bpecodes)")
     path = os.path.abspath(path)
     src_dict = os.path.join(path, f"dict.{src_lang}.txt")
     tgt_dict = os.path.join(path, f"dict.{tgt_lang}.txt")
@@ -171,7 +173,19 @@ def validate_model_dir(path, src_lang="de", tgt_lang="en", checkpoint=None):
                              f"dict.{src_lang}.txt, dict.{tgt_lang}.txt, bpecodes)")
         if os.path.getsize(f) == 0:
             raise InputError(f"{f}: file is empty")
-    ckpts = find_checkpoints(path, checkpoint)
+    return path, src_dict, tgt_dict, codes, find_checkpoints(path, checkpoint)
+
+
+def validate_model_dir(path, src_lang="de", tgt_lang="en", checkpoint=None):
+    """Check a model directory and read its architecture; return a ModelDir.
+
+    Refused (InputError): missing directory, checkpoint, dictionary or bpecodes; a
+    checkpoint that does not load; a dictionary whose size (+4 specials) differs from the
+    checkpoint's embedding rows; different dictionaries with shared all embeddings;
+    ensemble members of different architectures.
+    """
+    path, src_dict, tgt_dict, codes, ckpts = check_model_files(path, src_lang, tgt_lang,
+                                                                checkpoint)
     n_src = len(dict_symbols(src_dict)) + N_SPECIAL
     n_tgt = len(dict_symbols(tgt_dict)) + N_SPECIAL
     arch = None

@@ -47,7 +47,8 @@ from . import __version__
 from .align import ALIGNER_MAX_TOKENS, align_files
 from .corpus import validate_parallel
 from .errors import InputError
-from .fileio import MANIFEST, atomic_writer, private_workdir, progress, sha256_file, write_json
+from .fileio import (MANIFEST, atomic_writer, make_output_dir, private_workdir, progress,
+                     sha256_file, write_json)
 from .symmetrize import parse_pharaoh, symmetrize
 from .tokenize import to_tokens
 
@@ -169,7 +170,7 @@ def learn_model(prefix, out_dir, *, src_lang="de", tgt_lang="en", pretokenized=F
     n_lines = validate_parallel(src, tgt)
     if max_lines < 1:
         raise InputError(f"--align-public-lines must be at least 1 (got {max_lines})")
-    os.makedirs(out_dir, exist_ok=True)
+    make_output_dir(out_dir)  # recorded: a failed run leaves no empty model dir
     if os.path.isfile(os.path.join(out_dir, MANIFEST)):  # no longer a finished model
         os.unlink(os.path.join(out_dir, MANIFEST))
     t0 = time.perf_counter()

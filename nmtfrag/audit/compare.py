@@ -62,6 +62,25 @@ def _load(path, field, run_name):
     return rep
 
 
+def _check_epsilon(value, run_name, where):
+    """ε as a float: finite and ≥ 0 (0 for a run that used no client data). Why: NaN
+    or a negative ε used to reach report.json as a bare NaN (invalid JSON) or a point
+    left of zero on the plot."""
+    import math
+
+    if value is None:  # a certificate whose parts do not compose: no single ε
+        return None
+    try:
+        eps = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"run {run_name!r}: {where} must be a number, got "
+                         f"{value!r}") from None
+    if not math.isfinite(eps) or eps < 0:
+        raise InputError(f"run {run_name!r}: {where} must be a finite number ≥ 0, got "
+                         f"{value!r}")
+    return eps
+
+
 def read_runs(path):
     import yaml
 
@@ -166,13 +185,11 @@ def collect(spec, base):
                     tot = rep.get("total", rep)
                     if "epsilon" not in tot:
                         raise InputError(f"run {name!r}: {p} has no total.epsilon")
-                    row["epsilon"] = tot["epsilon"]
+                    row["epsilon"] = _check_epsilon(tot["epsilon"], name,
+                                                    f"{p}: total.epsilon")
                     row["delta"] = tot.get("delta")
         if r.get("epsilon") is not None:
-            try:
-                row["epsilon"] = float(r["epsilon"])
-            except (TypeError, ValueError):
-                raise InputError(f"run {name!r}: epsilon must be a number") from None
+            row["epsilon"] = _check_epsilon(r["epsilon"], name, "epsilon")
         rows.append(row)
     return rows, inputs
 

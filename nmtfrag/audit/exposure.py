@@ -211,8 +211,10 @@ def audit_exposure(model, canaries_path, out, *, src_lang="de", tgt_lang="en",
     from ..generate import Translator
     from ..randomness import resolve_seed
 
-    seed = resolve_seed(seed)
+    from ..model_dir import check_model_files
 
+    seed = resolve_seed(seed)
+    check_model_files(model, src_lang, tgt_lang, checkpoint, flag="--model")
     canaries = read_canaries(canaries_path)
     out = prepare_output_dir(out, overwrite, inputs=[model, canaries_path],
                              kind="nmtfrag-exposure-audit")

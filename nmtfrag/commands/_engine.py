@@ -1,14 +1,15 @@
 """The decoding-engine options shared by `evaluate` and `translate`."""
+from .. import cli_types as ct
 from ..ct2_engine import COMPUTE_TYPES  # light modules: no torch, fairseq or ctranslate2
 from ..generate import ENGINES, MAX_LEN_A, MAX_LEN_B
 
 
 def add_length_arguments(g):
     """--max-len-a/--max-len-b: fairseq's output length limit, fairseq's defaults."""
-    g.add_argument("--max-len-a", type=float, default=MAX_LEN_A, metavar="A",
+    g.add_argument("--max-len-a", type=ct.nonnegative_float, default=MAX_LEN_A, metavar="A",
                    help=f"an output may have int(A × source tokens + B) subword tokens "
                         f"(default {MAX_LEN_A:g}, as fairseq-generate and the hub)")
-    g.add_argument("--max-len-b", type=int, default=MAX_LEN_B, metavar="B",
+    g.add_argument("--max-len-b", type=ct.nonnegative_int, default=MAX_LEN_B, metavar="B",
                    help=f"see --max-len-a (default {MAX_LEN_B}, as fairseq-generate and "
                         f"the hub)")
 

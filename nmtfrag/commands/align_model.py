@@ -8,6 +8,8 @@ requires: nothing in it comes from the private corpus. Never give private text h
 example:
   nmtfrag align-model --public generic/train --out align-model/
 """
+from .. import cli_types as ct
+
 HELP = "learn a word-alignment model on public parallel text (for extract --dp)"
 
 
@@ -21,7 +23,7 @@ def add_arguments(p):
     p.add_argument("--tgt-lang", default="en", metavar="LANG", help="default: en")
     p.add_argument("--pretokenized", action="store_true",
                    help="the public text is already Moses-tokenised")
-    p.add_argument("--lines", type=int, default=None, metavar="N",
+    p.add_argument("--lines", type=ct.positive_int, default=None, metavar="N",
                    help="learn from the first N pairs at most (default: 300,000)")
     p.add_argument("--overwrite", action="store_true", help="replace a model in --out")
     p.add_argument("-v", "--verbose", action="store_true", help="show eflomal's progress")

@@ -17,6 +17,8 @@
   nmtfrag audit compare --runs runs.yaml --out comparison/
       one report (report.md, report.json, privacy-utility plot): BLEU × leakage × ε
 """
+from .. import cli_types as ct
+
 HELP = ("audit a release (reconstruction attack) or a model (canary exposure, membership "
         "inference); compare runs")
 
@@ -58,13 +60,13 @@ def add_arguments(p):
                         "ambiguous overlaps by frequency (more rebuilt, lower precision); "
                         "both: the two side by side, bracketing what leaks (default: "
                         "conservative)")
-    r.add_argument("--min-overlap", type=int, default=None, metavar="N",
+    r.add_argument("--min-overlap", type=ct.positive_int, default=None, metavar="N",
                    help="fewest shared target words to chain two fragments (default: 2, or "
                         "1 when no fragment is longer than 2 words)")
     r.add_argument("--pretokenized", default=None, action="store_true",
                    help="the corpus is already Moses-tokenised (default: as recorded in "
                         "the release manifest)")
-    r.add_argument("--max-len", type=int, default=None, metavar="N",
+    r.add_argument("--max-len", type=ct.positive_int, default=None, metavar="N",
                    help="max-len of the release (default: from its manifest, else the "
                         "longest fragment)")
     r.add_argument("--write-chains", action="store_true",
@@ -89,16 +91,16 @@ def add_arguments(p):
     ci.add_argument("--src", required=True, metavar="FILE", help="source side of the corpus")
     ci.add_argument("--tgt", required=True, metavar="FILE", help="target side")
     ci.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    ci.add_argument("--count", type=int, default=20, metavar="N",
+    ci.add_argument("--count", type=ct.positive_int, default=20, metavar="N",
                     help="canaries per repeat value (default: 20)")
     ci.add_argument("--repeats", default="1,10,100", metavar="LIST",
                     help="comma-separated repeat counts (default: 1,10,100)")
-    ci.add_argument("--unseen", type=int, default=None, metavar="N",
+    ci.add_argument("--unseen", type=ct.nonnegative_int, default=None, metavar="N",
                     help="canaries drawn but not inserted (default: --count)")
     ci.add_argument("--kinds", default="dosage,name", metavar="LIST",
                     help="secret kinds, alternating: dosage (6 digits, |R|=10^6), name "
                          "(first name + surname, |R|=1600) (default: dosage,name)")
-    ci.add_argument("--seed", type=int, default=None,
+    ci.add_argument("--seed", type=ct.seed, default=None,
                     help="seed: reproducible, but then the secrets are predictable by "
                          "whoever knows it (default: secret randomness from the operating "
                          "system)")
@@ -122,16 +124,17 @@ def add_arguments(p):
                    help="checkpoint file(s) in --model, ':'-separated (default: model*.pt)")
     e.add_argument("--src-lang", default="de", metavar="LANG")
     e.add_argument("--tgt-lang", default="en", metavar="LANG")
-    e.add_argument("--enumerate-limit", type=int, default=10000, metavar="N",
+    e.add_argument("--enumerate-limit", type=ct.positive_int, default=10000, metavar="N",
                    help="score every candidate when |R| <= N (default: 10000)")
-    e.add_argument("--samples", type=int, default=2000, metavar="N",
+    e.add_argument("--samples", type=ct.positive_int, default=2000, metavar="N",
                    help="candidates sampled for the skew-normal fit (default: 2000)")
-    e.add_argument("--beam", type=int, default=5, help="beam size for extraction (default: 5)")
-    e.add_argument("--batch-size", type=int, default=256, metavar="N",
+    e.add_argument("--beam", type=ct.positive_int, default=5,
+                   help="beam size for extraction (default: 5)")
+    e.add_argument("--batch-size", type=ct.positive_int, default=256, metavar="N",
                    help="candidates scored per forward pass (default: 256)")
-    e.add_argument("--threads", type=int, default=None, metavar="N",
+    e.add_argument("--threads", type=ct.positive_int, default=None, metavar="N",
                    help="torch CPU threads (default: torch's choice)")
-    e.add_argument("--seed", type=int, default=None,
+    e.add_argument("--seed", type=ct.seed, default=None,
                    help="seed of the candidate sample (default: secret randomness)")
     e.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
     e.set_defaults(_audit_run=_run_exposure)
@@ -158,7 +161,7 @@ def add_arguments(p):
     mi.add_argument("--out", required=True, metavar="DIR", help="output directory")
     mi.add_argument("--pretokenized", action="store_true",
                     help="the pairs are Moses-tokenised, unescaped (like EMEA)")
-    mi.add_argument("--max-pairs", type=int, default=2000, metavar="N",
+    mi.add_argument("--max-pairs", type=ct.positive_int, default=2000, metavar="N",
                     help="score a uniform sample of at most N members and N non-members "
                          "(default 2000)")
     mi.add_argument("--src-lang", default="de", metavar="LANG")
@@ -166,10 +169,10 @@ def add_arguments(p):
     mi.add_argument("--checkpoint", default=None, metavar="FILE",
                     help="checkpoint file(s) in --model, ':'-separated (default: model*.pt)")
     mi.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    mi.add_argument("--batch-size", type=int, default=64, metavar="N")
-    mi.add_argument("--threads", type=int, default=None, metavar="N",
+    mi.add_argument("--batch-size", type=ct.positive_int, default=64, metavar="N")
+    mi.add_argument("--threads", type=ct.positive_int, default=None, metavar="N",
                     help="torch CPU threads (default: torch's choice)")
-    mi.add_argument("--seed", type=int, default=None,
+    mi.add_argument("--seed", type=ct.seed, default=None,
                     help="seed of the pair sample (default: secret randomness)")
     mi.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
     mi.set_defaults(_audit_run=_run_membership)
@@ -266,6 +269,13 @@ def _run_membership(args):
         torch.set_num_threads(args.threads)
     if args.max_pairs is not None and args.max_pairs < 1:
         raise InputError("--max-pairs must be at least 1")
+    from ..model_dir import check_model_files
+
+    check_model_files(args.model, args.src_lang, args.tgt_lang, args.checkpoint,
+                      flag="--model")  # before reading any pair
+    if args.reference_model:
+        check_model_files(args.reference_model, args.src_lang, args.tgt_lang,
+                          args.checkpoint, flag="--reference-model")
     members = membership.read_pairs(args.members, args.src_lang, args.tgt_lang, "--members")
     nonmembers = membership.read_pairs(args.non_members, args.src_lang, args.tgt_lang,
                                        "--non-members")

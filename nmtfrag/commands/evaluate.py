@@ -20,6 +20,7 @@ examples:
   nmtfrag evaluate --model adapted/ --src test.de --ref test.en --out eval_ct2/ \\
       --engine ctranslate2 --compute-type int8 --threads 2
 """
+from .. import cli_types as ct
 from ._engine import add_engine_arguments, add_length_arguments
 
 HELP = "translate a test set and report SacreBLEU, chrF, lengths, significance"
@@ -44,24 +45,24 @@ def add_arguments(p):
                     help="--src and --ref are Moses-tokenised (not escaped): detokenise "
                          "the reference before scoring, re-run the model's pipeline on "
                          "the detokenised source")
-    io.add_argument("--first", type=int, default=None, metavar="N",
+    io.add_argument("--first", type=ct.positive_int, default=None, metavar="N",
                     help="evaluate only the first N lines")
     io.add_argument("--baseline", metavar="DIR",
                     help="earlier evaluate output on the same test set: paired bootstrap")
-    io.add_argument("--bootstrap-samples", type=int, default=1000)
+    io.add_argument("--bootstrap-samples", type=ct.positive_int, default=1000)
     io.add_argument("--plot", action="store_true",
                     help="write OUT/lengths.png (output vs reference length)")
     io.add_argument("--name", help="system name in the report (default: model dir name)")
     io.add_argument("--overwrite", action="store_true")
     g = p.add_argument_group("generation")
-    g.add_argument("--beam", type=int, default=5)
-    g.add_argument("--max-tokens", type=int, default=4000,
+    g.add_argument("--beam", type=ct.positive_int, default=5)
+    g.add_argument("--max-tokens", type=ct.positive_int, default=4000,
                    help="source tokens per batch (default 4000)")
-    g.add_argument("--batch-size", type=int, default=None, help="sentences per batch")
+    g.add_argument("--batch-size", type=ct.positive_int, default=None, help="sentences per batch")
     g.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="default: cuda if available, else cpu")
     g.add_argument("--fp16", action="store_true")
-    g.add_argument("--threads", type=int, default=None,
+    g.add_argument("--threads", type=ct.positive_int, default=None,
                    help="CPU threads (torch; and ctranslate2's, default torch's count)")
     add_length_arguments(g)
     add_engine_arguments(g)

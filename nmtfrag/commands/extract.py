@@ -18,6 +18,8 @@ example:
   nmtfrag extract --src train.de --tgt train.en --out release/ \\
       --max-len 4 --sample-rate 0.5 --tag
 """
+from .. import cli_types as ct
+
 HELP = "build a release of shuffled, subsampled phrase pairs from a parallel corpus"
 
 
@@ -69,21 +71,21 @@ def add_arguments(p):
                          "(`nmtfrag align-model` learns one)")
 
     ph = p.add_argument_group("phrase pairs")
-    ph.add_argument("--max-len", type=int, default=4, metavar="N",
+    ph.add_argument("--max-len", type=ct.positive_int, default=4, metavar="N",
                     help="maximum words on each side of a phrase pair (default: 4)")
-    ph.add_argument("--min-len", type=int, default=1, metavar="N",
+    ph.add_argument("--min-len", type=ct.positive_int, default=1, metavar="N",
                     help="minimum words on each side (default: 1)")
     ph.add_argument("--allow-whole-sentences", action="store_true",
                     help="keep phrase pairs whose source or target side is a whole "
                          "sentence (sentences of at most --max-len words); by default "
                          "they are dropped, so no sentence is released verbatim")
-    ph.add_argument("--sample-rate", type=float, default=None, metavar="R",
+    ph.add_argument("--sample-rate", type=ct.rate, default=None, metavar="R",
                     help="share of phrase-pair occurrences to keep after shuffling; "
                          "0.5 discards half (default: 0.5; not with --dp)")
     ph.add_argument("--tag", action="store_true",
                     help="wrap each side as '<P> ... </P>' (separate tokens); input "
                          "that already holds the token <P> or </P> is refused")
-    ph.add_argument("--seed", type=int, default=None, metavar="N",
+    ph.add_argument("--seed", type=ct.seed, default=None, metavar="N",
                     help="make the release reproducible: with the same alignment it is "
                          "identical byte for byte. NOT private: whoever learns the seed "
                          "can undo the shuffle; it is written only to OUT/owner/ and the "
@@ -99,12 +101,12 @@ def add_arguments(p):
         "is released with probability at most δ/2 in all. OUT/privacy.json is the "
         "certificate (`nmtfrag privacy OUT`).")
     dp.add_argument("--dp", action="store_true", help="release with an (ε, δ) guarantee")
-    dp.add_argument("--epsilon", type=float, default=None, metavar="E",
+    dp.add_argument("--epsilon", type=ct.epsilon, default=None, metavar="E",
                     help="ε of the guarantee (required with --dp)")
-    dp.add_argument("--delta", type=float, default=None, metavar="D",
+    dp.add_argument("--delta", type=ct.probability, default=None, metavar="D",
                     help="δ of the guarantee, below 1/(number of units) (required with "
                          "--dp); half goes to the noise, half to the threshold")
-    dp.add_argument("--unit-cap", type=int, default=16, metavar="K",
+    dp.add_argument("--unit-cap", type=ct.positive_int, default=16, metavar="K",
                     help="distinct phrase pairs counted per unit at most (a random subset "
                          "when it has more); noise grows with √K (default 16)")
     dp.add_argument("--privacy-unit", choices=("sentence", "document"), default="sentence",

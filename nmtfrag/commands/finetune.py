@@ -16,6 +16,7 @@ examples:
       --valid-src valid.de --valid-tgt valid.en --out adapted/ --max-epochs 3
   nmtfrag finetune ... --out adapted/ --resume      # continue a killed run
 """
+from .. import cli_types as ct
 from ..dp import cli_args as dp_cli
 
 HELP = "fine-tune a WMT19-format model on a release or parallel files (fairseq)"
@@ -67,41 +68,41 @@ def add_arguments(p):
                     help="keep OUT/checkpoints (with optimizer state)")
 
     tr = p.add_argument_group("training (defaults: Kim et al. 2021)")
-    tr.add_argument("--lr", type=float, default=0.000175,
+    tr.add_argument("--lr", type=ct.positive_float, default=0.000175,
                     help="learning rate, constant after warmup (default 0.000175, "
                          "WMT19's divided by 4)")
-    tr.add_argument("--warmup-updates", type=int, default=0,
+    tr.add_argument("--warmup-updates", type=ct.nonnegative_int, default=0,
                     help="linear warmup updates (default 0)")
-    tr.add_argument("--weight-decay", type=float, default=0.0001)
-    tr.add_argument("--dropout", type=float, default=0.2)
-    tr.add_argument("--label-smoothing", type=float, default=0.1)
-    tr.add_argument("--max-tokens", type=int, default=4096,
+    tr.add_argument("--weight-decay", type=ct.nonnegative_float, default=0.0001)
+    tr.add_argument("--dropout", type=ct.fraction, default=0.2)
+    tr.add_argument("--label-smoothing", type=ct.fraction, default=0.1)
+    tr.add_argument("--max-tokens", type=ct.positive_int, default=4096,
                     help="tokens per batch per device (default 4096); with --dp, the "
                          "padded source+target tokens of a physical batch at most")
-    tr.add_argument("--update-freq", type=int, default=1,
+    tr.add_argument("--update-freq", type=ct.positive_int, default=1,
                     help="batches accumulated per update (default 1)")
-    tr.add_argument("--max-updates", "--max-update", dest="max_updates", type=int,
+    tr.add_argument("--max-updates", "--max-update", dest="max_updates", type=ct.positive_int,
                     default=None, help="stop after N updates")
-    tr.add_argument("--max-epochs", "--max-epoch", dest="max_epoch", type=int,
+    tr.add_argument("--max-epochs", "--max-epoch", dest="max_epoch", type=ct.positive_int,
                     default=None, help="stop after N epochs")
-    tr.add_argument("--patience", type=int, default=5,
+    tr.add_argument("--patience", type=ct.int_at_least(-1), default=5,
                     help="stop when the validation loss has not improved for N "
                          "validations (default 5; -1 disables)")
-    tr.add_argument("--validate-every", type=int, default=None, metavar="UPDATES",
+    tr.add_argument("--validate-every", type=ct.positive_int, default=None, metavar="UPDATES",
                     help="validate (and save) every N updates; default: every epoch")
-    tr.add_argument("--seed", type=int, default=None,
+    tr.add_argument("--seed", type=ct.seed, default=None,
                     help="seed of fairseq training (default 1). With --dp it also seeds "
                          "Poisson sampling and noise, which are otherwise drawn from the "
                          "OS's cryptographic source: a seeded DP run is reproducible but "
                          "NOT private, and is marked so")
     tr.add_argument("--device", choices=("cpu", "cuda"), default=None,
                     help="default: cuda if available, else cpu")
-    tr.add_argument("--gpus", type=int, default=1,
+    tr.add_argument("--gpus", type=ct.positive_int, default=1,
                     help="GPUs for fairseq's distributed data-parallel training")
     tr.add_argument("--fp16", action="store_true", help="mixed precision (CUDA only)")
-    tr.add_argument("--threads", type=int, default=None,
+    tr.add_argument("--threads", type=ct.positive_int, default=None,
                     help="torch CPU threads (default: torch's choice)")
-    tr.add_argument("--log-interval", type=int, default=50)
+    tr.add_argument("--log-interval", type=ct.positive_int, default=50)
     tr.add_argument("-q", "--quiet", action="store_true",
                     help="only warnings on the console (train.log keeps everything)")
     dp_cli.add_trainable_arguments(tr)

@@ -21,6 +21,8 @@ examples:
   nmtfrag privacy --noise-multiplier 1.0 --sample-rate 0.01 --steps 1000 --delta 1e-5 --n-examples 10000
   nmtfrag privacy --target-epsilon 3 --sample-rate 0.01 --steps 1000 --delta 1e-5 --n-examples 10000 --accountant prv
 """
+from .. import cli_types as ct
+
 HELP = "print ε for a DP model directory or a DP-SGD plan (or σ for a target ε)"
 
 
@@ -28,22 +30,22 @@ def add_arguments(p):
     p.add_argument("model_dir", nargs="?", metavar="DIR",
                    help="a model directory trained with `nmtfrag finetune --dp`, or a "
                         "release made with `nmtfrag extract --dp`")
-    p.add_argument("--noise-multiplier", type=float, metavar="SIGMA",
+    p.add_argument("--noise-multiplier", type=ct.positive_float, metavar="SIGMA",
                    help="noise std / clipping norm of each step")
-    p.add_argument("--target-epsilon", type=float, metavar="EPS",
+    p.add_argument("--target-epsilon", type=ct.epsilon, metavar="EPS",
                    help="print the noise multiplier that reaches this ε")
-    p.add_argument("--sample-rate", type=float, metavar="Q",
+    p.add_argument("--sample-rate", type=ct.rate, metavar="Q",
                    help="Poisson sampling rate of each step (logical batch / examples)")
-    p.add_argument("--steps", type=int, metavar="T", help="number of noisy steps")
+    p.add_argument("--steps", type=ct.positive_int, metavar="T", help="number of noisy steps")
     p.add_argument("--batch-schedule", metavar="SCHED",
                    help='"SIZE:FROM_STEP,…" logical batch schedule (with --n-examples, '
                         "instead of --sample-rate)")
-    p.add_argument("--n-examples", type=int, metavar="N",
+    p.add_argument("--n-examples", type=ct.positive_int, metavar="N",
                    help="training examples (privacy units) of the plan (required: δ must "
                         "be below 1/N)")
-    p.add_argument("--delta", type=float, metavar="DELTA",
+    p.add_argument("--delta", type=ct.probability, metavar="DELTA",
                    help="δ of the guarantee, in (0, 1/N)")
-    p.add_argument("--shards", type=int, default=1, metavar="P",
+    p.add_argument("--shards", type=ct.positive_int, default=1, metavar="P",
                    help="devices each adding their own noise (accounted as σ√P)")
     p.add_argument("--accountant", choices=("rdp", "prv"), default="rdp",
                    help="accountant for the headline figure (default rdp)")
@@ -99,6 +101,11 @@ def _certificate(model_dir):
     from ..errors import InputError
 
     path = os.path.join(model_dir, "privacy.json")
+    if not os.path.exists(model_dir):
+        raise InputError(f"{model_dir}: no such directory")
+    if not os.path.isdir(model_dir):
+        raise InputError(f"{model_dir}: not a directory (give a model directory trained "
+                         "with `nmtfrag finetune --dp` or a release of `extract --dp`)")
     _refuse_not_private(model_dir)
     if not os.path.isfile(path):
         raise InputError(f"{path} not found: {model_dir} was not trained with "

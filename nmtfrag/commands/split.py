@@ -21,6 +21,8 @@ example:
       --out corpora/EMEA
   nmtfrag split --tmx memory.tmx.gz --tmx-doc-prop x-document --out split/
 """
+from .. import cli_types as ct
+
 HELP = "split a doc_id/src/tgt TSV into train/valid/test by whole documents"
 
 
@@ -67,7 +69,7 @@ def add_arguments(p):
                    help="validation pairs (default: 150)")
     p.add_argument("--test", type=_count, default=2000, metavar="N",
                    help="test pairs (default: 2000)")
-    p.add_argument("--seed", type=int, default=1,
+    p.add_argument("--seed", type=ct.seed, default=1,
                    help="seed for shuffling the documents (default: 1); the same seed "
                         "and TSV give identical files")
     p.add_argument("--overflow", choices=["cut", "whole", "skip"], default="cut",

@@ -10,6 +10,7 @@ examples:
   nmtfrag translate --model adapted/ --input test.de --engine ctranslate2 \\
       --compute-type int8 --threads 2 > test.hyp
 """
+from .. import cli_types as ct
 from ._engine import add_engine_arguments, add_length_arguments
 
 HELP = "translate stdin to stdout with a model directory (ad-hoc use)"
@@ -25,17 +26,30 @@ def add_arguments(p):
     p.add_argument("--tgt-lang", default="en", metavar="LANG")
     p.add_argument("--tokenized", action="store_true",
                    help="input is Moses-tokenised (not escaped)")
-    p.add_argument("--beam", type=int, default=5, help="beam size (default 5)")
-    p.add_argument("--max-tokens", type=int, default=4000,
+    p.add_argument("--beam", type=ct.positive_int, default=5, help="beam size (default 5)")
+    p.add_argument("--max-tokens", type=ct.positive_int, default=4000,
                    help="source tokens per batch (default 4000)")
-    p.add_argument("--batch-size", type=int, default=None, help="sentences per batch")
+    p.add_argument("--batch-size", type=ct.positive_int, default=None, help="sentences per batch")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="default: cuda if available, else cpu")
     p.add_argument("--fp16", action="store_true", help="fairseq on cuda: half precision")
-    p.add_argument("--threads", type=int, default=None,
+    p.add_argument("--threads", type=ct.positive_int, default=None,
                    help="CPU threads (torch; and ctranslate2's, default torch's count)")
     add_length_arguments(p)
     add_engine_arguments(p)
+
+
+def _refuse_control(lines):
+    """Control characters on stdin are refused as in a corpus file (corpus.py)."""
+    from ..corpus import _CONTROL
+    from ..errors import InputError
+
+    for n, line in enumerate(lines, 1):
+        bad = _CONTROL.search(line.encode("utf-8"))
+        if bad:
+            raise InputError(f"stdin line {n}: control character (byte "
+                             f"0x{line.encode('utf-8')[bad.start()]:02x}); text lines may "
+                             f"not hold control characters")
 
 
 def run(args):
@@ -56,6 +70,7 @@ def run(args):
         lines = data.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
+        _refuse_control(lines)
     device = args.device
     import torch
 

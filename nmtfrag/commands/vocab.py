@@ -21,6 +21,8 @@ examples:
   nmtfrag vocab --dp --src train.de --tgt train.en --sigma 10 --delta 1e-6 \\
       --tuple-len 64 --extend base_model/ --out extended_model/ --pretokenized
 """
+from .. import cli_types as ct
+
 HELP = "learn a DP vocabulary (noisy thresholded histogram → BPE codes, ε_V)"
 
 
@@ -38,26 +40,28 @@ def add_arguments(p):
                    help="input is already Moses-tokenised (else tokenised like fairseq's "
                         "WMT19 hub)")
     p.add_argument("--out", required=True, metavar="DIR")
-    p.add_argument("--sigma", type=float, required=True, help="noise std σ of each count")
-    p.add_argument("--delta", type=float, default=None,
+    p.add_argument("--sigma", type=ct.positive_float, required=True,
+                   help="noise std σ of each count")
+    p.add_argument("--delta", type=ct.probability, default=None,
                    help="δ (required): threshold tail δ/N per word; total δ_V = 2δ")
-    p.add_argument("--tuple-len", type=int, default=256, metavar="N",
+    p.add_argument("--tuple-len", type=ct.positive_int, default=256, metavar="N",
                    help="distinct words counted per sentence pair at most (default 256)")
     p.add_argument("--dedup", action="store_true",
                    help="count each distinct sentence pair once: the unit becomes one "
                         "distinct pair (without it a pair repeated k times is protected "
                         "only as a group of k)")
-    p.add_argument("--merges", type=int, default=8000, help="BPE merges to learn (default 8000)")
-    p.add_argument("--min-frequency", type=int, default=2,
+    p.add_argument("--merges", type=ct.nonnegative_int, default=8000,
+                   help="BPE merges to learn (default 8000)")
+    p.add_argument("--min-frequency", type=ct.positive_int, default=2,
                    help="stop merging below this noisy pair frequency (default 2)")
     p.add_argument("--extend", metavar="BASE_MODEL",
                    help="extend this model dir with DP-selected shattered words instead of "
                         "building a vocabulary from scratch")
-    p.add_argument("--min-pieces", type=int, default=3,
+    p.add_argument("--min-pieces", type=ct.positive_int, default=3,
                    help="with --extend: words split into at least this many pieces (default 3)")
-    p.add_argument("--max-new-words", type=int, default=1000,
+    p.add_argument("--max-new-words", type=ct.positive_int, default=1000,
                    help="with --extend: at most this many new words, most frequent first")
-    p.add_argument("--seed", type=int, default=None,
+    p.add_argument("--seed", type=ct.seed, default=None,
                    help="seed the noise: reproducible but NOT private (the output says "
                         "so; the seed goes only to OUT/owner/). Default: secret "
                         "randomness from the operating system")

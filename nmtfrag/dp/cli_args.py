@@ -7,6 +7,7 @@ torch/opacus are imported inside the engine.
 """
 import json
 
+from .. import cli_types as ct
 from ..errors import InputError
 from ..trainable import CHOICES, LORA_DEFAULT_MODULES, TrainableSet
 
@@ -22,20 +23,20 @@ def add_arguments(parser):
                         "--logical-batch / --batch-schedule, and one of "
                         "--target-epsilon / --noise-multiplier; --noise-multiplier only "
                         "with --sample-rate)")
-    g.add_argument("--target-epsilon", type=float, default=None,
+    g.add_argument("--target-epsilon", type=ct.epsilon, default=None,
                    help="calibrate the noise multiplier so that training reaches this ε "
                         "at --delta")
-    g.add_argument("--noise-multiplier", type=float, default=None,
+    g.add_argument("--noise-multiplier", type=ct.positive_float, default=None,
                    help="noise std / max-grad-norm (σ); alternative to --target-epsilon")
-    g.add_argument("--delta", type=float, default=None,
+    g.add_argument("--delta", type=ct.probability, default=None,
                    help="δ of the (ε, δ) guarantee; should be < 1/(number of training "
                         "examples)")
-    g.add_argument("--max-grad-norm", type=float, default=1.0,
+    g.add_argument("--max-grad-norm", type=ct.positive_float, default=1.0,
                    help="per-example gradient clipping norm C (default 1.0)")
-    g.add_argument("--logical-batch", type=int, default=None,
+    g.add_argument("--logical-batch", type=ct.positive_int, default=None,
                    help="expected examples per noisy step (Poisson sampling rate = "
                         "logical batch / training examples)")
-    g.add_argument("--sample-rate", type=float, default=None, metavar="Q",
+    g.add_argument("--sample-rate", type=ct.rate, default=None, metavar="Q",
                    help="public Poisson sampling rate of every noisy step, in (0, 1]; "
                         "instead of --logical-batch/--batch-schedule. The rate is fixed "
                         "in advance (no unit count needed for it; --max-epochs E gives "
@@ -43,7 +44,7 @@ def add_arguments(parser):
                         "by RDP and --noise-multiplier is allowed. With a logical batch "
                         "q = B/ñ comes from the DP count ñ: only --target-epsilon, "
                         "certified by basic composition (ε_count + ε_train)")
-    g.add_argument("--physical-batch", type=int, default=32,
+    g.add_argument("--physical-batch", type=ct.positive_int, default=32,
                    help="examples per forward/backward pass (and at most --max-tokens "
                         "padded source+target tokens); physical batches are "
                         "accumulated into one noisy step (default 32)")
@@ -51,16 +52,16 @@ def add_arguments(parser):
                    help='increasing logical batch sizes "SIZE:FROM_STEP,...", e.g. '
                         '"256:0,1024:200" (Anil et al. 2021 §5.2.2); overrides '
                         "--logical-batch")
-    g.add_argument("--dp-steps", type=int, default=None,
+    g.add_argument("--dp-steps", type=ct.positive_int, default=None,
                    help="number of noisy (logical) steps; default: --max-updates, else "
                         "enough steps for --max-epochs passes over the data")
     g.add_argument("--accountant", choices=("rdp", "prv"), default="rdp",
                    help="privacy accountant used for calibration and the certificate "
                         "(default rdp; the other one is reported as a cross-check)")
-    g.add_argument("--dp-weight-decay", type=float, default=0.0,
+    g.add_argument("--dp-weight-decay", type=ct.nonnegative_float, default=0.0,
                    help="decoupled weight decay towards zero (large values help DP "
                         "training, Anil et al. 2021 §4.3)")
-    g.add_argument("--dp-lr", type=float, default=None,
+    g.add_argument("--dp-lr", type=ct.positive_float, default=None,
                    help="learning rate of the DP optimizer (default: finetune's --lr)")
     g.add_argument("--dp-freeze-embeddings", action="store_true",
                    help="train everything but the (tied) embedding matrices: far fewer "
@@ -78,7 +79,7 @@ def add_arguments(parser):
                    help="train on each distinct sentence pair once: the privacy unit "
                         "becomes one distinct pair (without it, a pair repeated k times "
                         "is protected only as a group of k)")
-    g.add_argument("--world-size", type=int, default=None, metavar="N",
+    g.add_argument("--world-size", type=ct.positive_int, default=None, metavar="N",
                    help="DP-SGD in N processes through torch.distributed (gloo on CPU; on "
                         "CUDA one GPU each, as --gpus N): each clips its share of the "
                         "logical batch, the clipped sums are all-reduced and the noise is "
@@ -91,7 +92,7 @@ def add_arguments(parser):
                         "matrices or document units), or auto (default: hooks unless a "
                         "physical batch's per-example gradients would take over 1/4 of "
                         "free memory); the log says which and why")
-    g.add_argument("--dp-valid-every", type=int, default=0, metavar="STEPS",
+    g.add_argument("--dp-valid-every", type=ct.nonnegative_int, default=0, metavar="STEPS",
                    help="validation loss every STEPS noisy steps (default: only at the end)")
     g.add_argument("--dp-clip-mode", choices=("clip", "normalize"), default="clip",
                    help="what is done to each unit's gradient g: clip (default: scaled to "
@@ -101,15 +102,15 @@ def add_arguments(parser):
     g.add_argument("--dp-loss", choices=("sum", "mean"), default="sum",
                    help="each pair's loss: the sum over its target tokens (default) or "
                         "their mean (long pairs then weigh no more than short ones)")
-    g.add_argument("--dp-warmup-steps", type=int, default=None, metavar="STEPS",
+    g.add_argument("--dp-warmup-steps", type=ct.nonnegative_int, default=None, metavar="STEPS",
                    help="raise the learning rate linearly over the first STEPS noisy steps, "
                         "then keep it constant (default: --warmup-updates, i.e. 0)")
-    g.add_argument("--dp-save-every", type=int, default=10, metavar="STEPS",
+    g.add_argument("--dp-save-every", type=ct.nonnegative_int, default=10, metavar="STEPS",
                    help="save the state of the run (parameters, optimizer, accountant "
                         "history, generator states) to OUT/owner/ every STEPS noisy steps "
                         "and at least every 15 minutes, so --resume continues a killed "
                         "run exactly (default 10; 0: never)")
-    g.add_argument("--dp-simulate-batch", type=int, default=None, metavar="B_SIM",
+    g.add_argument("--dp-simulate-batch", type=ct.positive_int, default=None, metavar="B_SIM",
                    help="NOT PRIVATE: a cheap simulation of the planned run (Sander et "
                         "al. 2023): Poisson batches of B_SIM with noise multiplier "
                         "σ·B_SIM/B (the planned run's noise per averaged gradient) for the "
@@ -127,8 +128,9 @@ def add_trainable_arguments(group):
                             "adapters, merged into the weights at the end), bias (BitFit) "
                             "or decoder (its layers). Fewer trained parameters means less "
                             "DP noise; also usable without --dp")
-    group.add_argument("--lora-rank", type=int, default=8, help="LoRA rank r (default 8)")
-    group.add_argument("--lora-alpha", type=float, default=16.0,
+    group.add_argument("--lora-rank", type=ct.positive_int, default=8,
+                       help="LoRA rank r (default 8)")
+    group.add_argument("--lora-alpha", type=ct.positive_float, default=16.0,
                        help="LoRA scaling α (the update is α/r·BA; default 16)")
     group.add_argument("--lora-modules", default=",".join(LORA_DEFAULT_MODULES),
                        help="projections that get adapters, among q,k,v,out,fc1,fc2 "
