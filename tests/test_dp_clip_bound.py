@@ -127,3 +127,23 @@ def test_ghost_norm_samplers_run_in_float64():
     got = cls.NORM_SAMPLERS[nn.LayerNorm](ln, [back], acts[..., :32])
     assert all(v.dtype == torch.float64 for v in got.values())
     assert set(got) == {ln.weight, ln.bias}
+
+
+def test_physical_batch_shrinks_to_fit_per_example_gradients():
+    """At WMT19's size every parameter's per-example gradient is 1.08 GB: hooks take
+    fewer pairs per pass (the logical batch is unchanged), and refuse when not one fits."""
+    import pytest
+    import torch
+
+    from nmtfrag.dp.clipping import fitting_physical_batch
+    from nmtfrag.errors import InputError
+
+    model = torch.nn.Linear(1000, 250)  # 250,250 float32 parameters: 1,001,000 bytes
+    per_example = 1_001_000
+    assert fitting_physical_batch(model, 32, free_bytes=10**9) == (32, None)
+    size, why = fitting_physical_batch(model, 32, free_bytes=20 * per_example)
+    assert size == 10 and "32 → 10" in why  # half of free memory holds 10 gradients
+    model.bias.requires_grad_(False)  # fewer trained parameters: more fit
+    assert fitting_physical_batch(model, 32, free_bytes=20 * per_example)[0] == 10
+    with pytest.raises(InputError, match="one example's gradient"):
+        fitting_physical_batch(model, 32, free_bytes=per_example)

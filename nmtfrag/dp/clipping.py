@@ -75,6 +75,34 @@ def free_memory_bytes(device):
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+# hooks materialise one gradient per example of a physical batch: keep them within this
+# share of free memory by taking fewer examples per pass (the mechanism is unchanged: the
+# logical batch, its Poisson sampling and the noise do not depend on the physical batch)
+HOOKS_MEMORY_SHARE = 0.5
+
+
+def fitting_physical_batch(model, physical_batch, free_bytes=None):
+    """(pairs per pass, why or None): `physical_batch`, or fewer when the per-example
+    gradients of that many would take more than HOOKS_MEMORY_SHARE of free memory (the
+    real WMT19 with every parameter trained: 1.08 GB per example). Refuses when not even
+    one example's gradient fits."""
+    trained = [p for p in model.parameters() if p.requires_grad]
+    per_example = sum(p.numel() * p.element_size() for p in trained)
+    if free_bytes is None:
+        free_bytes = free_memory_bytes(trained[0].device)
+    fits = int(HOOKS_MEMORY_SHARE * free_bytes // max(1, per_example))
+    if fits >= physical_batch:
+        return physical_batch, None
+    if fits < 1:
+        raise InputError(
+            f"one example's gradient of the trained parameters takes "
+            f"{per_example / 2**30:.2f} GiB, more than half the free memory "
+            f"({free_bytes / 2**30:.1f} GiB): train fewer parameters (--dp-params lora or "
+            "bias) or use a machine with more memory")
+    return fits, (f"physical batch {physical_batch} → {fits}: per-example gradients take "
+                  f"{per_example / 2**30:.2f} GiB each, {free_bytes / 2**30:.1f} GiB free")
+
+
 def choose_clipping(model, requested="auto", unit="sentence", physical_batch=32,
                     free_bytes=None):
     """(method, why). "auto": hooks, unless the per-example gradients of a physical batch

@@ -579,6 +579,10 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
         fairseq_opacus.prepare_model(model)  # refuses unsupported layers before training
         clipping, clipping_why = clipping_choice.choose_clipping(
             model, config.clipping, config.unit, config.physical_batch)
+        physical_batch, smaller = config.physical_batch, None
+        if clipping == "hooks":  # fewer pairs per pass where their gradients would not fit
+            physical_batch, smaller = clipping_choice.fitting_physical_batch(
+                model, config.physical_batch)
         ls = job.label_smoothing
         before = valid_loss(model, valid_ds, label_smoothing=ls) / math.log(2)
         log = StepLog(owner_path(out, "train.log"), steps, max(1, job.log_interval or 50),
@@ -588,12 +592,14 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
               f"C={config.max_grad_norm}, " + (f"sample rate {config.sample_rate}"
               if config.sample_rate is not None else f"logical batch {segs}")
               + f", physical batch "
-              f"{config.physical_batch} (≤ {config.physical_max_tokens} tokens), trained "
+              f"{physical_batch} (≤ {config.physical_max_tokens} tokens), trained "
               f"parameters {config.params.kind} ({n_trainable}), {job.world_size} "
               f"process(es), randomness {seed.source}",
               file=sys.stderr)
         print(f"DP-SGD clipping: {clipping} ({clipping_why}); "
               f"{clipping_choice.CLIP_MODE_TEXT[config.clip_mode]}", file=sys.stderr)
+        if smaller:
+            print(f"DP-SGD: {smaller}", file=sys.stderr)
         if run_mode != "private":
             print(f"{simulate.NOT_PRIVATE[run_mode]}: trains with σ={train_sigma:.4f}, "
                   f"logical batch {train_segs[0][1]}", file=sys.stderr)
@@ -602,7 +608,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
             steps=steps, rate_of_step=step_rates(config, train_segs, n_plan),
             divisor_units=n_plan,
             noise_multiplier=train_sigma, max_grad_norm=config.max_grad_norm,
-            physical_batch=config.physical_batch, max_tokens=config.physical_max_tokens,
+            physical_batch=physical_batch, max_tokens=config.physical_max_tokens,
             lr=config.lr,
             weight_decay=config.weight_decay, seed=seed, label_smoothing=ls, log=log,
             valid_fn=(None if job.world_size > 1 else functools.partial(_valid_bits,
@@ -672,7 +678,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
         "dropout": job.dropout, "label_smoothing": ls,
         "logical_batch": config.logical_batch, "batch_schedule": config.batch_schedule,
         "sample_rate": config.sample_rate,
-        "physical_batch": config.physical_batch,
+        "physical_batch": physical_batch,
         "physical_max_tokens": config.physical_max_tokens,
         "max_grad_norm": config.max_grad_norm,
         "noise_multiplier": sigma, "target_epsilon": config.target_epsilon,
