@@ -121,6 +121,10 @@ def _model_arg_names(arch):
     return names
 
 
+# an epoch interval no run reaches: turns fairseq's per-epoch validation and saving off
+EPOCHS_OUT_OF_REACH = 10 ** 9
+
+
 def fairseq_train_argv(bin_dir, save_dir, init_ckpt, arch, *, src_lang, tgt_lang, lr,
                        weight_decay, dropout, label_smoothing, max_tokens, update_freq,
                        max_updates, max_epochs, patience, validate_every, warmup_updates,
@@ -153,8 +157,14 @@ def fairseq_train_argv(bin_dir, save_dir, init_ckpt, arch, *, src_lang, tgt_lang
     if max_epochs:
         argv += ["--max-epoch", str(max_epochs)]
     if validate_every:
+        # every N updates *only*: fairseq also validates (and saves) at every epoch end
+        # unless the epoch intervals are out of reach, and early stopping counts those
+        # validations too (the demo stopped at 75 of 100 updates). A run still validates
+        # and saves at its last update (fairseq's should_stop).
         argv += ["--validate-interval-updates", str(validate_every),
-                 "--save-interval-updates", str(validate_every)]
+                 "--save-interval-updates", str(validate_every),
+                 "--validate-interval", str(EPOCHS_OUT_OF_REACH),
+                 "--save-interval", str(EPOCHS_OUT_OF_REACH)]
     if resume:
         argv += ["--restore-file", os.path.join(save_dir, "checkpoint_last.pt")]
     else:

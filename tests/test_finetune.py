@@ -97,6 +97,11 @@ def test_finetuning_lowers_validation_loss(tiny_model_dir, data, tmp_path):
                                        "manifest.json", "model.pt", "train.log"]
     argv = m["fairseq_train_argv"]
     assert argv.count("--reset-optimizer") == 1
+    # --validate-every 20 means at updates 20 and 40 only: no extra validation at an
+    # epoch end (300 pairs at 600 tokens a batch end an epoch every few updates), which
+    # early stopping would count as well
+    assert [v["num_updates"] for v in r["validations_this_run"]] == [20, 40]
+    assert int(argv[argv.index("--validate-interval") + 1]) > 40
     # never the forks' default of 8, which drops the last partial (validation) batch
     assert argv[argv.index("--required-batch-size-multiple") + 1] == "1"
     # and the result can be fine-tuned again (same layout)
