@@ -47,6 +47,9 @@ def build_parser():
         epilog="Run `nmtfrag COMMAND --help` for the options of each command.",
     )
     parser.add_argument("--version", action="version", version=f"nmtfrag {__version__}")
+    parser.add_argument("-v", "--verbose", dest="show_third_party", action="store_true",
+                        help="also show the warnings and INFO lines of fairseq, hydra, "
+                             "torch and opacus (hidden by default)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name, module_name in COMMANDS:
@@ -69,6 +72,10 @@ def main(argv=None):
     # covers all our commands without touching the user's shell.
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     args = build_parser().parse_args(argv)
+    from .quiet import install
+
+    # before any command imports fairseq: its import-time logging set-up then does nothing
+    install(verbose=args.show_third_party or getattr(args, "verbose", False))
     # Turn `kill` (SIGTERM) into a normal exit so `finally` blocks run: private work dirs
     # holding confidential text are removed and no half-written file is renamed into place.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)

@@ -230,12 +230,26 @@ class _LogCapture(logging.Handler):
         super().close()
 
 
+class _ProgressOnly(logging.Filter):
+    """fairseq's per-interval and per-epoch loss lines (its progress bar renames its
+    logger to train / train_inner / valid) and warnings; not its set-up dump."""
+
+    def filter(self, record):
+        return record.levelno >= logging.WARNING or \
+            record.name in ("train", "train_inner", "valid")
+
+
 def _attach(handler, console_level=logging.INFO):
     """Route fairseq's loggers to `handler` (train.log) and to stderr at `console_level`
     (nothing of fairseq's reaches stdout: fairseq_cli.train points the root logger there).
+    At INFO the console shows only the loss lines unless `nmtfrag -v` (nmtfrag.quiet).
     Returns what `_detach` needs to restore them."""
+    from .quiet import verbose
+
     console = logging.StreamHandler(sys.stderr)
     console.setLevel(console_level)
+    if not verbose():
+        console.addFilter(_ProgressOnly())
     console.setFormatter(handler.formatter)
     saved = []
     for n in ("fairseq", "fairseq_cli"):
