@@ -32,6 +32,7 @@ import sys
 import time
 
 from .errors import InputError
+from .fileio import public_name
 from .fileio import (MANIFEST, atomic_writer, prepare_output_dir, read_json, sha256_file,
                      tool_versions, write_json)
 
@@ -514,11 +515,12 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
         "model_files": ["model.pt", f"dict.{src_lang}.txt", f"dict.{tgt_lang}.txt",
                         "bpecodes"],
         "params": {
-            "base_model": md.path, "checkpoint": os.path.basename(md.checkpoints[0]),
+            "base_model": public_name(md.path), "checkpoint": os.path.basename(md.checkpoints[0]),
             "base_ensemble_members": md.ensemble_members,
-            "train": train if isinstance(train, str) else list(train),
+            "train": (public_name(train) if isinstance(train, str)
+                      else [public_name(t) for t in train]),
             "train_kind": train_info["kind"], "train_text_mode": mode,
-            "valid_src": os.path.abspath(valid_src), "valid_tgt": os.path.abspath(valid_tgt),
+            "valid_src": public_name(valid_src), "valid_tgt": public_name(valid_tgt),
             "valid_text_mode": valid_mode, "src_lang": src_lang, "tgt_lang": tgt_lang,
             "lr": lr, "lr_scheduler": "fixed", "warmup_updates": warmup_updates,
             "weight_decay": weight_decay, "dropout": dropout,
