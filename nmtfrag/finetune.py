@@ -359,6 +359,26 @@ def validation_loss(bin_dir, ckpt, *, src_lang, tgt_lang, max_tokens, device,
     return handler.valid[-1]["loss"] if handler.valid else None
 
 
+def worse_than_before(before, best):
+    """True when even the kept (best) checkpoint has a higher validation loss than the
+    model had before fine-tuning; None when either loss was not measured."""
+    if before is None or best is None:
+        return None
+    return best > before
+
+
+def loss_note(result):
+    """The line that says a fine-tuning run made the validation loss worse (else None):
+    the model written to OUT is then worse on the validation set than the one it started
+    from, which a JSON summary alone does not make obvious."""
+    if not result.get("worse_than_before"):
+        return None
+    return (f"note: fine-tuning did not lower the validation loss: the best checkpoint's "
+            f"{result['valid_loss_best']:.3f} is worse than {result['valid_loss_before']:.3f} "
+            f"before fine-tuning (the model in OUT is that best checkpoint; consider a "
+            f"lower --lr, fewer updates, or keeping the base model)")
+
+
 # --------------------------------------------------------------------------- main entry
 def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang="en",
              pretokenized=False, checkpoint=None,
@@ -547,6 +567,7 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
             "resumed": bool(resume), "train_seconds_this_run": round(train_seconds, 1),
             "wall_seconds_this_run": round(time.time() - t0, 1),
             "validations_this_run": handler.valid,
+            "worse_than_before": worse_than_before(before, best_loss),
         },
         "fairseq_train_argv": argv,
         "inputs_sha256": hashes,

@@ -168,6 +168,10 @@ def _run(args):
                  keep_checkpoints=args.keep_checkpoints, quiet=args.quiet,
                  tags=True if args.tags else None, trained=dp_cli.trainable_set(args))
     r = m["result"]
+    from ..finetune import loss_note
+
+    if loss_note(r):
+        print(f"nmtfrag finetune: {loss_note(r)}", file=sys.stderr)
     print(json.dumps({"out": args.out, "checkpoint": m["params"]["checkpoint"],
                       "num_updates": r["num_updates"],
                       "valid_loss_before": r["valid_loss_before"],
