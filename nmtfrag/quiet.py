@@ -72,7 +72,10 @@ def install(verbose=False):
              DeprecationWarning: "DeprecationWarning"}
     extra = ",".join(f"ignore::{names[c]}" for c in NOISY_CATEGORIES)
     old = os.environ.get("PYTHONWARNINGS")
-    os.environ["PYTHONWARNINGS"] = f"{old},{extra}" if old else extra
+    if not old:
+        os.environ["PYTHONWARNINGS"] = extra
+    elif extra not in old:  # once, however often a host calls install()
+        os.environ["PYTHONWARNINGS"] = f"{old},{extra}"
 
 
 def verbose():
