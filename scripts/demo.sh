@@ -38,7 +38,7 @@ for run in phrases sentences; do
   [ -f "$OUT/ft-$run/manifest.json" ] || nmtfrag finetune --model "$OUT/base" \
     --train "${train[@]}" --valid-src "$D/valid.de" --valid-tgt "$D/valid.en" \
     --out "$OUT/ft-$run" --max-updates 50 --validate-every 25 --lr 0.0005 \
-    --max-tokens 2000 --threads "$THREADS" -q > /dev/null
+    --max-tokens 1000 --threads "$THREADS" -q > /dev/null
 done
 
 step "evaluate (SacreBLEU, paired bootstrap against the base model)"
