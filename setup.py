@@ -41,6 +41,7 @@ setup(
                 "phrase-pair releases, differential privacy, confidentiality audits",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
+    license="MIT",
     python_requires=">=3.10",
     packages=find_packages(include=["nmtfrag", "nmtfrag.*"]),
     install_requires=[

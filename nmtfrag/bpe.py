@@ -67,14 +67,23 @@ def hub_tokens(text, lang, mode):
     return tokenize(text, lang)
 
 
+def load_fastbpe(codes_path):
+    """fastBPE.fastBPE(codes_path) without its "Loading codes from PATH" lines on the
+    terminal (unless `nmtfrag -v`): they are noise, and they print a path of the machine."""
+    import fastBPE
+
+    from .quiet import silence_stderr
+
+    with silence_stderr():
+        return fastBPE.fastBPE(codes_path)
+
+
 class BPE:
     """fastBPE with a model's `bpecodes` (the library fairseq's `fastbpe` option wraps)."""
 
     def __init__(self, codes_path):
-        import fastBPE
-
         self.codes_path = codes_path
-        self._bpe = fastBPE.fastBPE(codes_path)
+        self._bpe = load_fastbpe(codes_path)
 
     def apply(self, lines):
         return self._bpe.apply(list(lines))

@@ -70,6 +70,9 @@ def build_parser():
     parser.add_argument("--debug", action="store_true",
                         help="on an internal error, show the Python traceback instead of "
                              "one line (may also follow the command's own options)")
+    parser.add_argument("-v", "--verbose", dest="show_third_party", action="store_true",
+                        help="also show the warnings and INFO lines of fairseq, hydra, "
+                             "torch and opacus (hidden by default)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name, module_name in COMMANDS:
@@ -126,6 +129,10 @@ def main(argv=None):
             return 2
         raise
     debug = debug or args.debug
+    from .quiet import install
+
+    # before any command imports fairseq: its import-time logging set-up then does nothing
+    install(verbose=args.show_third_party or getattr(args, "verbose", False))
     # Turn `kill` (SIGTERM) into a normal exit so `finally` blocks run: private work dirs
     # holding confidential text are removed and no half-written file is renamed into place.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)

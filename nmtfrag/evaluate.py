@@ -22,6 +22,7 @@ Lengths "in tokens" are SacreBLEU's 13a tokens, the ones BLEU counts.
 import os
 
 from .errors import InputError
+from .fileio import public_name
 from .fileio import (atomic_writer, prepare_output_dir, read_json, sha256_file,
                      tool_versions, write_json)
 
@@ -204,7 +205,7 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
         hyps = tr.translate(src_lines, mode="moses" if tokenized else "raw",
                             show_progress=show_progress)
         settings = dict(tr.settings, truncated_sources=tr.truncated,
-                        model=tr.md.path,
+                        model=public_name(tr.md.path),
                         translation_seconds=round(time.perf_counter() - t0, 2))
     else:
         hyps = _read_lines(hyp)
@@ -230,10 +231,10 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
                                if tokenized else "reference scored as given"),
         "hypothesis_handling": "BPE removed, <P>/</P> removed, Moses-detokenised"
                                if model else "scored as given",
-        "params": {"src": os.path.abspath(src), "ref": os.path.abspath(ref),
-                   "hyp": os.path.abspath(hyp) if hyp else None,
+        "params": {"src": public_name(src), "ref": public_name(ref),
+                   "hyp": public_name(hyp),
                    "tokenized": tokenized, "lines": n, "first": first,
-                   "baseline": os.path.abspath(baseline) if baseline else None,
+                   "baseline": public_name(baseline),
                    "bootstrap_samples": bootstrap_samples if baseline else None,
                    "src_lang": src_lang, "tgt_lang": tgt_lang, "generation": settings},
         "inputs_sha256": {"src": sha256_file(src), "ref": ref_sha,

@@ -32,6 +32,16 @@ def sha256_file(path, chunk=1 << 20):
     return h.hexdigest()
 
 
+def public_name(path):
+    """The last component of `path` (a file or directory name), for reports and other
+    files that get shared: an absolute path names the machine's layout (user names,
+    mount points, project names), which is nobody's business. Owner-only records may
+    keep full paths. None stays None."""
+    if path is None:
+        return None
+    return os.path.basename(os.path.normpath(os.fspath(path)))
+
+
 @contextlib.contextmanager
 def atomic_writer(path, mode="w", encoding="utf-8", private=False):
     """Write to a temp file beside `path`, rename over it only if the block succeeds.

@@ -32,6 +32,7 @@ import sys
 import time
 
 from .errors import InputError
+from .fileio import public_name
 from .fileio import (MANIFEST, atomic_writer, prepare_output_dir, read_json, sha256_file,
                      tool_versions, write_json)
 
@@ -121,6 +122,10 @@ def _model_arg_names(arch):
     return names
 
 
+# an epoch interval no run reaches: turns fairseq's per-epoch validation and saving off
+EPOCHS_OUT_OF_REACH = 10 ** 9
+
+
 def fairseq_train_argv(bin_dir, save_dir, init_ckpt, arch, *, src_lang, tgt_lang, lr,
                        weight_decay, dropout, label_smoothing, max_tokens, update_freq,
                        max_updates, max_epochs, patience, validate_every, warmup_updates,
@@ -153,8 +158,14 @@ def fairseq_train_argv(bin_dir, save_dir, init_ckpt, arch, *, src_lang, tgt_lang
     if max_epochs:
         argv += ["--max-epoch", str(max_epochs)]
     if validate_every:
+        # every N updates *only*: fairseq also validates (and saves) at every epoch end
+        # unless the epoch intervals are out of reach, and early stopping counts those
+        # validations too (the demo stopped at 75 of 100 updates). A run still validates
+        # and saves at its last update (fairseq's should_stop).
         argv += ["--validate-interval-updates", str(validate_every),
-                 "--save-interval-updates", str(validate_every)]
+                 "--save-interval-updates", str(validate_every),
+                 "--validate-interval", str(EPOCHS_OUT_OF_REACH),
+                 "--save-interval", str(EPOCHS_OUT_OF_REACH)]
     if resume:
         argv += ["--restore-file", os.path.join(save_dir, "checkpoint_last.pt")]
     else:
@@ -220,12 +231,26 @@ class _LogCapture(logging.Handler):
         super().close()
 
 
+class _ProgressOnly(logging.Filter):
+    """fairseq's per-interval and per-epoch loss lines (its progress bar renames its
+    logger to train / train_inner / valid) and warnings; not its set-up dump."""
+
+    def filter(self, record):
+        return record.levelno >= logging.WARNING or \
+            record.name in ("train", "train_inner", "valid")
+
+
 def _attach(handler, console_level=logging.INFO):
     """Route fairseq's loggers to `handler` (train.log) and to stderr at `console_level`
     (nothing of fairseq's reaches stdout: fairseq_cli.train points the root logger there).
+    At INFO the console shows only the loss lines unless `nmtfrag -v` (nmtfrag.quiet).
     Returns what `_detach` needs to restore them."""
+    from .quiet import verbose
+
     console = logging.StreamHandler(sys.stderr)
     console.setLevel(console_level)
+    if not verbose():
+        console.addFilter(_ProgressOnly())
     console.setFormatter(handler.formatter)
     saved = []
     for n in ("fairseq", "fairseq_cli"):
@@ -332,6 +357,26 @@ def validation_loss(bin_dir, ckpt, *, src_lang, tgt_lang, max_tokens, device,
         _detach(handler, attached)
         handler.close()
     return handler.valid[-1]["loss"] if handler.valid else None
+
+
+def worse_than_before(before, best):
+    """True when even the kept (best) checkpoint has a higher validation loss than the
+    model had before fine-tuning; None when either loss was not measured."""
+    if before is None or best is None:
+        return None
+    return best > before
+
+
+def loss_note(result):
+    """The line that says a fine-tuning run made the validation loss worse (else None):
+    the model written to OUT is then worse on the validation set than the one it started
+    from, which a JSON summary alone does not make obvious."""
+    if not result.get("worse_than_before"):
+        return None
+    return (f"note: fine-tuning did not lower the validation loss: the best checkpoint's "
+            f"{result['valid_loss_best']:.3f} is worse than {result['valid_loss_before']:.3f} "
+            f"before fine-tuning (the model in OUT is that best checkpoint; consider a "
+            f"lower --lr, fewer updates, or keeping the base model)")
 
 
 # --------------------------------------------------------------------------- main entry
@@ -490,11 +535,12 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
         "model_files": ["model.pt", f"dict.{src_lang}.txt", f"dict.{tgt_lang}.txt",
                         "bpecodes"],
         "params": {
-            "base_model": md.path, "checkpoint": os.path.basename(md.checkpoints[0]),
+            "base_model": public_name(md.path), "checkpoint": os.path.basename(md.checkpoints[0]),
             "base_ensemble_members": md.ensemble_members,
-            "train": train if isinstance(train, str) else list(train),
+            "train": (public_name(train) if isinstance(train, str)
+                      else [public_name(t) for t in train]),
             "train_kind": train_info["kind"], "train_text_mode": mode,
-            "valid_src": os.path.abspath(valid_src), "valid_tgt": os.path.abspath(valid_tgt),
+            "valid_src": public_name(valid_src), "valid_tgt": public_name(valid_tgt),
             "valid_text_mode": valid_mode, "src_lang": src_lang, "tgt_lang": tgt_lang,
             "lr": lr, "lr_scheduler": "fixed", "warmup_updates": warmup_updates,
             "weight_decay": weight_decay, "dropout": dropout,
@@ -521,6 +567,7 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
             "resumed": bool(resume), "train_seconds_this_run": round(train_seconds, 1),
             "wall_seconds_this_run": round(time.time() - t0, 1),
             "validations_this_run": handler.valid,
+            "worse_than_before": worse_than_before(before, best_loss),
         },
         "fairseq_train_argv": argv,
         "inputs_sha256": hashes,

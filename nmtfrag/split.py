@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from .corpus import SkipLog, check_input_file
 from .errors import InputError
+from .fileio import public_name
 from .fileio import (MANIFEST, atomic_writer, check_not_input, prepare_output_dir,
                      sha256_file, tool_versions, write_json)
 
@@ -335,7 +336,7 @@ def split_corpus(docs, out, train=10000, valid=150, test=2000, seed=1, overflow=
 
     manifest = {
         "stage": "split",
-        "params": {"docs": os.path.abspath(docs), "train": train if train is not None
+        "params": {"docs": public_name(docs), "train": train if train is not None
                    else "all", "valid": valid, "test": test, "seed": seed,
                    "overflow": overflow, "dedup": dedup, "src_lang": src_lang,
                    "tgt_lang": tgt_lang, "fill_order": list(SPLIT_ORDER)},

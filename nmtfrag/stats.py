@@ -22,6 +22,7 @@ from collections import Counter
 
 from .corpus import scan_text_file
 from .errors import InputError
+from .fileio import public_name
 
 LENGTH_BUCKETS = ((0, 0), (1, 5), (6, 10), (11, 20), (21, 30), (31, 50), (51, 100),
                   (101, None))
@@ -105,8 +106,8 @@ def corpus_stats(src, tgt, name=None, src_lang="de", tgt_lang="en", tokenize=Fal
         sides[lang] = side_stats(lengths, types)
     return {
         "name": name or os.path.basename(src).rsplit(".", 1)[0],
-        "src": os.path.abspath(src),
-        "tgt": os.path.abspath(tgt),
+        "src": public_name(src),
+        "tgt": public_name(tgt),
         "sentences": n_src,
         "languages": [src_lang, tgt_lang],
         "tokenized_here": bool(tokenize),

@@ -48,9 +48,9 @@ def _learn_bpe(texts, codes_path, merges):
 
 
 def _write_bpe(codes_path, lines, out_path):
-    import fastBPE
+    from .bpe import load_fastbpe
 
-    bpe = fastBPE.fastBPE(codes_path)
+    bpe = load_fastbpe(codes_path)
     with open(out_path, "w", encoding="utf-8") as f:
         f.writelines(ln + "\n" for ln in bpe.apply(list(lines)))
 
@@ -153,7 +153,12 @@ def main(argv=None):
     ap.add_argument("--updates", type=int, default=300)
     ap.add_argument("--merges", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="show fairseq's, hydra's and torch's warnings and INFO lines")
     a = ap.parse_args(argv)
+    from .quiet import install
+
+    install(verbose=a.verbose)
     train_toy_model(a.out, _read_raw(a.train), _read_raw(a.valid), updates=a.updates,
                     merges=a.merges, seed=a.seed, max_tokens=2000, lr=0.003,
                     arch_args=DEMO_ARCH_ARGS)

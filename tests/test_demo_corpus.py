@@ -64,3 +64,15 @@ def test_no_report_crosses_splits():
     assert not names["train"] & names["test"]
     assert not names["train"] & names["valid"]
     assert not names["valid"] & names["test"]
+
+
+def test_no_sentence_pair_in_two_splits():
+    """Held-out means held out: the 19 test lines that were also training pairs made the
+    demo's membership and BLEU figures on the test set partly figures on training data."""
+    seen = {}
+    for split in SPLITS:
+        pairs = set(zip(_lines(os.path.join(DEMO, f"{split}.de")),
+                        _lines(os.path.join(DEMO, f"{split}.en"))))
+        for other, earlier in seen.items():
+            assert not pairs & earlier, f"{split} and {other} share pairs"
+        seen[split] = pairs

@@ -90,6 +90,7 @@ def test_finetuning_lowers_validation_loss(tiny_model_dir, data, tmp_path):
     assert r["num_updates"] == 40
     assert r["valid_loss_before"] is not None and r["valid_loss_best"] is not None
     assert r["valid_loss_best"] < r["valid_loss_before"] - 0.05
+    assert r["worse_than_before"] is False
     # the reported best loss is the one fairseq measured for the kept checkpoint
     assert min(v["loss"] for v in r["validations_this_run"]) == pytest.approx(
         r["valid_loss_best"], abs=1e-3)
@@ -97,6 +98,11 @@ def test_finetuning_lowers_validation_loss(tiny_model_dir, data, tmp_path):
                                        "manifest.json", "model.pt", "train.log"]
     argv = m["fairseq_train_argv"]
     assert argv.count("--reset-optimizer") == 1
+    # --validate-every 20 means at updates 20 and 40 only: no extra validation at an
+    # epoch end (300 pairs at 600 tokens a batch end an epoch every few updates), which
+    # early stopping would count as well
+    assert [v["num_updates"] for v in r["validations_this_run"]] == [20, 40]
+    assert int(argv[argv.index("--validate-interval") + 1]) > 40
     # never the forks' default of 8, which drops the last partial (validation) batch
     assert argv[argv.index("--required-batch-size-multiple") + 1] == "1"
     # and the result can be fine-tuned again (same layout)
@@ -249,3 +255,17 @@ def test_moses_tokenised_text_is_made_consistent_with_the_hub_pipeline():
     # hub-tokenised text (a release without --pretokenized) passes unchanged
     done = tokenize(raw, "en")
     assert hub_tokens(done, "en", "hub") == done
+
+
+def test_a_run_that_ends_worse_than_it_started_says_so():
+    from nmtfrag.finetune import loss_note, worse_than_before
+
+    assert worse_than_before(3.725, 4.194) is True  # the demo's phrases run, measured
+    assert worse_than_before(4.0, 3.1) is False
+    assert worse_than_before(None, 3.1) is None and worse_than_before(4.0, None) is None
+    worse = {"valid_loss_before": 3.725, "valid_loss_best": 4.194, "worse_than_before": True}
+    note = loss_note(worse)
+    assert "did not lower the validation loss" in note and "4.194" in note and "3.725" in note
+    assert loss_note(dict(worse, valid_loss_best=3.1, worse_than_before=False)) is None
+    assert loss_note({"valid_loss_before": None, "valid_loss_best": 3.1,
+                      "worse_than_before": None}) is None

@@ -7,9 +7,10 @@ written for this project; every patient, physician, pharmacist, drug, hospital, 
 dose, phone number, case number and insurance number is invented. The names and
 numbers are deliberately unique per report, so they make good secrets for an audit.
 
-Each report (one "document") is 4–10 sentences about one invented patient. Reports are
+Each report (one "document") is 4–8 sentences about one invented patient. Reports are
 assigned whole to test, valid and train (in that order), so no report crosses splits;
-the last report of each split is sized so the splits hold exactly 100 / 50 / 400 pairs.
+a sentence pair an earlier split already holds is left out of the later one (so a
+held-out pair is never a training pair), and the splits hold exactly 100 / 50 / 400.
 
 Deterministic: the same script gives byte-identical files (seeded `random.Random`,
 no dependence on hash order, locale or time). Usage:
@@ -478,6 +479,7 @@ def generate():
     rng.shuffle(people)  # each report draws fresh, never-reused people
     splits = {}
     index = 0
+    earlier = set()  # (de, en) of the splits already written
     for split, size in SIZES:
         pairs = []
         while len(pairs) < size:
@@ -490,10 +492,16 @@ def generate():
             patient, reporter, doctor = people.pop(), people.pop(), people.pop()
             report = Report(rng, index, patient, reporter, doctor)
             report_id = f"report{index:03d}"
-            for de, en in report.sentences(n):
-                pairs.append((report_id, de, en))
+            # a template without a name or number ("She recovered without lasting
+            # effects.") can give a pair an earlier split already holds: leave it out,
+            # so the test pairs are never training pairs (a held-out set that is held
+            # out); the next report fills the split up
+            new = [(de, en) for de, en in report.sentences(max(n, 4))
+                   if (de, en) not in earlier][:remaining]
+            pairs.extend((report_id, de, en) for de, en in new)
             index += 1
         splits[split] = pairs
+        earlier.update((de, en) for _, de, en in pairs)
     return splits
 
 

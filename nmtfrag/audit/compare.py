@@ -30,6 +30,7 @@ for the runs with a DP guarantee — DP fine-tuning or a DP release — with the
 import os
 
 from ..errors import InputError
+from ..fileio import public_name
 from ..fileio import MANIFEST, atomic_writer, prepare_output_dir, read_json, sha256_file, \
     tool_versions, write_json
 
@@ -580,7 +581,7 @@ def compare_runs(runs_yaml, out, overwrite=False):
         f.write(render_markdown(title, rows))
     plot(rows, os.path.join(out, "privacy_utility.png"), title)
     write_json(os.path.join(out, MANIFEST), {
-        "kind": "nmtfrag-comparison", "params": {"runs": os.path.abspath(runs_yaml)},
+        "kind": "nmtfrag-comparison", "params": {"runs": public_name(runs_yaml)},
         "inputs": {"runs_yaml": sha256_file(runs_yaml), **inputs},
         "counts": {"runs": len(rows)},
         "files": ["report.json", "report.md", "privacy_utility.png"],

@@ -27,6 +27,7 @@ import random
 import re
 
 from ..errors import InputError
+from ..fileio import public_name
 from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, sha256_file,
                       tool_versions, write_json)
 from .canaries import index_of_secret, read_canaries, secret_from_index
@@ -223,8 +224,8 @@ def audit_exposure(model, canaries_path, out, *, src_lang="de", tgt_lang="en",
                                      samples=samples, seed=seed.value,
                                      show_progress=show_progress,
                                      batch_size=batch_size)
-    report = {"kind": "nmtfrag-exposure-audit", "model": os.path.abspath(model),
-              "canaries_file": os.path.abspath(canaries_path),
+    report = {"kind": "nmtfrag-exposure-audit", "model": public_name(model),
+              "canaries_file": public_name(canaries_path),
               "params": {"enumerate_limit": enumerate_limit, "samples": samples,
                          "seed": seed.value if seed.reproducible else None, "beam": beam,
                          "randomness": seed.source},

@@ -22,6 +22,7 @@ import os
 import random
 
 from ..errors import InputError
+from ..fileio import public_name
 from ..fileio import MANIFEST, atomic_writer, prepare_output_dir, tool_versions, write_json
 
 ATTACK = "loss threshold (Yeom et al. 2018)"
@@ -132,14 +133,14 @@ def audit_membership(model, members, nonmembers, out, *, reference=None, src_lan
     lm, ln = losses(model)
     scores = ([-x for x in lm], [-x for x in ln])
     report = {"kind": "nmtfrag-membership-audit", "attack": ATTACK,
-              "model": os.path.abspath(model), "members": len(members),
+              "model": public_name(model), "members": len(members),
               "non_members": len(nonmembers), "text_mode": mode,
               "mean_loss": {"members": sum(lm) / len(lm), "non_members": sum(ln) / len(ln)},
               "uncalibrated": {"auc": roc_auc(*scores), "tpr_at_1pct_fpr": tpr_at_fpr(*scores)}}
     if reference is not None:
         rm, rn = losses(reference)
         cal = ([r - x for r, x in zip(rm, lm)], [r - x for r, x in zip(rn, ln)])
-        report["reference_model"] = os.path.abspath(reference)
+        report["reference_model"] = public_name(reference)
         report["calibrated"] = {"auc": roc_auc(*cal), "tpr_at_1pct_fpr": tpr_at_fpr(*cal),
                                 "attack": CALIBRATED}
     best = report.get("calibrated", report["uncalibrated"])

@@ -27,6 +27,7 @@ import time
 
 from ..corpus import SkipLog, read_parallel, validate_parallel
 from ..errors import InputError
+from ..fileio import public_name
 from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, sha256_file,
                       tool_versions, write_json)
 from ..tokenize import to_tokens
@@ -381,7 +382,7 @@ def audit_reconstruction(release, src, tgt, out, *, min_overlap=None, pretokeniz
         "mode": mode,
         "lower_bound": LOWER_BOUND,
         "counting_rule": RULE,
-        "release": {"dir": os.path.abspath(release), "lines": info["lines"],
+        "release": {"dir": public_name(release), "lines": info["lines"],
                     "tagged": info["tagged"], "params": params,
                     "sha256": info["sha256"], "contents": contents},
         "max_len": max_len,

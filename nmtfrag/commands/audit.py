@@ -122,8 +122,10 @@ def add_arguments(p):
     e.add_argument("--out", required=True, metavar="DIR", help="output directory")
     e.add_argument("--checkpoint", default=None, metavar="FILE",
                    help="checkpoint file(s) in --model, ':'-separated (default: model*.pt)")
-    e.add_argument("--src-lang", default="de", metavar="LANG")
-    e.add_argument("--tgt-lang", default="en", metavar="LANG")
+    e.add_argument("--src-lang", default="de", metavar="LANG",
+                  help="source language code (default %(default)s)")
+    e.add_argument("--tgt-lang", default="en", metavar="LANG",
+                  help="target language code (default %(default)s)")
     e.add_argument("--enumerate-limit", type=ct.positive_int, default=10000, metavar="N",
                    help="score every candidate when |R| <= N (default: 10000)")
     e.add_argument("--samples", type=ct.positive_int, default=2000, metavar="N",
@@ -164,12 +166,16 @@ def add_arguments(p):
     mi.add_argument("--max-pairs", type=ct.positive_int, default=2000, metavar="N",
                     help="score a uniform sample of at most N members and N non-members "
                          "(default 2000)")
-    mi.add_argument("--src-lang", default="de", metavar="LANG")
-    mi.add_argument("--tgt-lang", default="en", metavar="LANG")
+    mi.add_argument("--src-lang", default="de", metavar="LANG",
+                   help="source language code (default %(default)s)")
+    mi.add_argument("--tgt-lang", default="en", metavar="LANG",
+                   help="target language code (default %(default)s)")
     mi.add_argument("--checkpoint", default=None, metavar="FILE",
                     help="checkpoint file(s) in --model, ':'-separated (default: model*.pt)")
-    mi.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    mi.add_argument("--batch-size", type=ct.positive_int, default=64, metavar="N")
+    mi.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="where the model scores the pairs (default %(default)s)")
+    mi.add_argument("--batch-size", type=ct.positive_int, default=64, metavar="N",
+                    help="pairs scored per batch (default %(default)s)")
     mi.add_argument("--threads", type=ct.positive_int, default=None, metavar="N",
                     help="torch CPU threads (default: torch's choice)")
     mi.add_argument("--seed", type=ct.seed, default=None,

@@ -38,9 +38,12 @@ def add_arguments(p):
     io.add_argument("--src", required=True, metavar="FILE", help="test source")
     io.add_argument("--ref", required=True, metavar="FILE",
                     help="reference translations, line-aligned with --src")
-    io.add_argument("--out", required=True, metavar="DIR")
-    io.add_argument("--src-lang", default="de", metavar="LANG")
-    io.add_argument("--tgt-lang", default="en", metavar="LANG")
+    io.add_argument("--out", required=True, metavar="DIR",
+                    help="output directory (hyp.txt, report.json, report.md)")
+    io.add_argument("--src-lang", default="de", metavar="LANG",
+                   help="source language code (default %(default)s)")
+    io.add_argument("--tgt-lang", default="en", metavar="LANG",
+                   help="target language code (default %(default)s)")
     io.add_argument("--tokenized", action="store_true",
                     help="--src and --ref are Moses-tokenised (not escaped): detokenise "
                          "the reference before scoring, re-run the model's pipeline on "
@@ -49,19 +52,20 @@ def add_arguments(p):
                     help="evaluate only the first N lines")
     io.add_argument("--baseline", metavar="DIR",
                     help="earlier evaluate output on the same test set: paired bootstrap")
-    io.add_argument("--bootstrap-samples", type=ct.positive_int, default=1000)
+    io.add_argument("--bootstrap-samples", type=ct.positive_int, default=1000, metavar="N",
+                    help="paired-bootstrap resamples against --baseline (default %(default)s)")
     io.add_argument("--plot", action="store_true",
                     help="write OUT/lengths.png (output vs reference length)")
     io.add_argument("--name", help="system name in the report (default: model dir name)")
-    io.add_argument("--overwrite", action="store_true")
+    io.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
     g = p.add_argument_group("generation")
-    g.add_argument("--beam", type=ct.positive_int, default=5)
+    g.add_argument("--beam", type=ct.positive_int, default=5, help="beam size (default %(default)s)")
     g.add_argument("--max-tokens", type=ct.positive_int, default=4000,
                    help="source tokens per batch (default 4000)")
     g.add_argument("--batch-size", type=ct.positive_int, default=None, help="sentences per batch")
     g.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="default: cuda if available, else cpu")
-    g.add_argument("--fp16", action="store_true")
+    g.add_argument("--fp16", action="store_true", help="fairseq on cuda: half precision")
     g.add_argument("--threads", type=ct.positive_int, default=None,
                    help="CPU threads (torch; and ctranslate2's, default torch's count)")
     add_length_arguments(g)

@@ -45,8 +45,10 @@ def add_arguments(p):
     io.add_argument("--out", required=True, metavar="DIR",
                     help="output model directory (refused if it holds a finished run, "
                          "unless --overwrite)")
-    io.add_argument("--src-lang", default="de", metavar="LANG")
-    io.add_argument("--tgt-lang", default="en", metavar="LANG")
+    io.add_argument("--src-lang", default="de", metavar="LANG",
+                   help="source language code (default %(default)s)")
+    io.add_argument("--tgt-lang", default="en", metavar="LANG",
+                   help="target language code (default %(default)s)")
     io.add_argument("--pretokenized", action="store_true",
                     help="plain --train files and the validation files are "
                          "Moses-tokenised but not escaped (like EMEA): they are "
@@ -73,9 +75,12 @@ def add_arguments(p):
                          "WMT19's divided by 4)")
     tr.add_argument("--warmup-updates", type=ct.nonnegative_int, default=0,
                     help="linear warmup updates (default 0)")
-    tr.add_argument("--weight-decay", type=ct.nonnegative_float, default=0.0001)
-    tr.add_argument("--dropout", type=ct.fraction, default=0.2)
-    tr.add_argument("--label-smoothing", type=ct.fraction, default=0.1)
+    tr.add_argument("--weight-decay", type=ct.nonnegative_float, default=0.0001,
+                    help="Adam weight decay (default %(default)s, the paper's)")
+    tr.add_argument("--dropout", type=ct.fraction, default=0.2,
+                    help="dropout while fine-tuning (default %(default)s, the paper's)")
+    tr.add_argument("--label-smoothing", type=ct.fraction, default=0.1,
+                    help="label smoothing of the cross-entropy loss (default %(default)s)")
     tr.add_argument("--max-tokens", type=ct.positive_int, default=4096,
                     help="tokens per batch per device (default 4096); with --dp, the "
                          "padded source+target tokens of a physical batch at most")
@@ -98,11 +103,13 @@ def add_arguments(p):
     tr.add_argument("--device", choices=("cpu", "cuda"), default=None,
                     help="default: cuda if available, else cpu")
     tr.add_argument("--gpus", type=ct.positive_int, default=1,
-                    help="GPUs for fairseq's distributed data-parallel training")
+                    help="GPUs for fairseq's distributed data-parallel training "
+                         "(default %(default)s)")
     tr.add_argument("--fp16", action="store_true", help="mixed precision (CUDA only)")
     tr.add_argument("--threads", type=ct.positive_int, default=None,
                     help="torch CPU threads (default: torch's choice)")
-    tr.add_argument("--log-interval", type=ct.positive_int, default=50)
+    tr.add_argument("--log-interval", type=ct.positive_int, default=50, metavar="N",
+                    help="log a loss line every N updates (default %(default)s)")
     tr.add_argument("-q", "--quiet", action="store_true",
                     help="only warnings on the console (train.log keeps everything)")
     dp_cli.add_trainable_arguments(tr)
@@ -162,6 +169,10 @@ def _run(args):
                  keep_checkpoints=args.keep_checkpoints, quiet=args.quiet,
                  tags=True if args.tags else None, trained=dp_cli.trainable_set(args))
     r = m["result"]
+    from ..finetune import loss_note
+
+    if loss_note(r):
+        print(f"nmtfrag finetune: {loss_note(r)}", file=sys.stderr)
     print(json.dumps({"out": args.out, "checkpoint": m["params"]["checkpoint"],
                       "num_updates": r["num_updates"],
                       "valid_loss_before": r["valid_loss_before"],

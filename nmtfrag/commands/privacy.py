@@ -46,7 +46,8 @@ def add_arguments(p):
     p.add_argument("--delta", type=ct.probability, metavar="DELTA",
                    help="δ of the guarantee, in (0, 1/N)")
     p.add_argument("--shards", type=ct.positive_int, default=1, metavar="P",
-                   help="devices each adding their own noise (accounted as σ√P)")
+                   help="devices each adding their own noise (accounted as σ√P; "
+                        "default %(default)s)")
     p.add_argument("--accountant", choices=("rdp", "prv"), default="rdp",
                    help="accountant for the headline figure (default rdp)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")

@@ -65,6 +65,7 @@ def run(args):
     import sys
 
     from ..errors import InputError
+    from ..fileio import public_name
     from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, sha256_file,
                           tool_versions, write_json)
     from ..audit.reconstruct import read_release
@@ -135,7 +136,9 @@ def run(args):
             "stage": "stats",
             "params": {"src_lang": args.src_lang, "tgt_lang": args.tgt_lang,
                        "tokenize": args.tokenize},
-            "inputs": {p: sha256_file(p) for _, s, t in corpora for p in (s, t)},
+            # corpus name / file name, not the path: the manifest may be shared
+            "inputs": {f"{r['name']}/{public_name(p)}": sha256_file(p)
+                       for r, (_, s, t) in zip(results, corpora) for p in (s, t)},
             "counts": {r["name"]: r["sentences"] for r in results},
             "tool_versions": tool_versions("nmtfrag", "sacremoses"),
         })

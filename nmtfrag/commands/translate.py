@@ -22,8 +22,10 @@ def add_arguments(p):
     p.add_argument("--checkpoint", metavar="NAME",
                    help="checkpoint(s) in --model, colon-separated for an ensemble")
     p.add_argument("--input", metavar="FILE", help="read this file instead of stdin")
-    p.add_argument("--src-lang", default="de", metavar="LANG")
-    p.add_argument("--tgt-lang", default="en", metavar="LANG")
+    p.add_argument("--src-lang", default="de", metavar="LANG",
+                  help="source language code (default %(default)s)")
+    p.add_argument("--tgt-lang", default="en", metavar="LANG",
+                  help="target language code (default %(default)s)")
     p.add_argument("--tokenized", action="store_true",
                    help="input is Moses-tokenised (not escaped)")
     p.add_argument("--beam", type=ct.positive_int, default=5, help="beam size (default 5)")

@@ -27,22 +27,24 @@ HELP = "learn a DP vocabulary (noisy thresholded histogram → BPE codes, ε_V)"
 
 
 def add_arguments(p):
-    p.add_argument("--dp", action="store_true",
+    p.add_argument("--dp", action="store_true", required=True,
                    help="differentially private vocabulary (required; the only mode)")
     p.add_argument("--src", metavar="FILE", help="source side (never modified)")
     p.add_argument("--tgt", metavar="FILE", help="target side, line-aligned")
-    p.add_argument("--src-lang", default="de", metavar="LANG")
-    p.add_argument("--tgt-lang", default="en", metavar="LANG")
+    p.add_argument("--src-lang", default="de", metavar="LANG",
+                  help="source language code (default %(default)s)")
+    p.add_argument("--tgt-lang", default="en", metavar="LANG",
+                  help="target language code (default %(default)s)")
     from ..tmx import add_tmx_arguments
 
     add_tmx_arguments(p, "not used by the vocabulary")
     p.add_argument("--pretokenized", action="store_true",
                    help="input is already Moses-tokenised (else tokenised like fairseq's "
                         "WMT19 hub)")
-    p.add_argument("--out", required=True, metavar="DIR")
-    p.add_argument("--sigma", type=ct.positive_float, required=True,
-                   help="noise std σ of each count")
-    p.add_argument("--delta", type=ct.probability, default=None,
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="output directory (or, with --extend, the extended model dir)")
+    p.add_argument("--sigma", type=ct.positive_float, required=True, help="noise std σ of each count")
+    p.add_argument("--delta", type=ct.probability, default=None, required=True,
                    help="δ (required): threshold tail δ/N per word; total δ_V = 2δ")
     p.add_argument("--tuple-len", type=ct.positive_int, default=256, metavar="N",
                    help="distinct words counted per sentence pair at most (default 256)")
@@ -60,12 +62,13 @@ def add_arguments(p):
     p.add_argument("--min-pieces", type=ct.positive_int, default=3,
                    help="with --extend: words split into at least this many pieces (default 3)")
     p.add_argument("--max-new-words", type=ct.positive_int, default=1000,
-                   help="with --extend: at most this many new words, most frequent first")
+                   help="with --extend: at most this many new words, most frequent first "
+                        "(default %(default)s)")
     p.add_argument("--seed", type=ct.seed, default=None,
                    help="seed the noise: reproducible but NOT private (the output says "
                         "so; the seed goes only to OUT/owner/). Default: secret "
                         "randomness from the operating system")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
 
 
 def run(args):

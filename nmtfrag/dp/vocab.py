@@ -89,12 +89,12 @@ def write_codes(codes, path):
 
 def subword_vocab(noisy, codes_path):
     """Noisy subword counts: each kept word's BPE pieces get its (rounded) noisy count."""
-    import fastBPE
+    from ..bpe import load_fastbpe
 
     words = sorted(noisy)
     if not words:
         return Counter()
-    bpe = fastBPE.fastBPE(codes_path)
+    bpe = load_fastbpe(codes_path)
     vocab = Counter()
     for w, seg in zip(words, bpe.apply(words)):
         for piece in seg.split():
@@ -198,10 +198,10 @@ def plan_extension(noisy, base_codes_path, base_symbols, min_pieces=3, max_new_w
     a word's final base segmentation (ranked last). Returns a dict with `words`
     [(word, base pieces)], `merges` [(a, b)], `symbols` {new dict symbol: [base pieces]}.
     """
-    import fastBPE
+    from ..bpe import load_fastbpe
 
     words = sorted(noisy, key=lambda w: (-noisy[w], w))
-    bpe = fastBPE.fastBPE(base_codes_path)
+    bpe = load_fastbpe(base_codes_path)
     chosen, merges, symbols, seen_merges = [], [], {}, set()
     for w, seg in zip(words, bpe.apply(words)):
         pieces = seg.split()
@@ -285,13 +285,13 @@ def extend_model(base_dir, out_dir, noisy, min_pieces=3, max_new_words=1000,
         dst.write(base if base.endswith("\n") or not base else base + "\n")
         dst.writelines(f"{a} {b} 1\n" for a, b in plan["merges"])
     # side effect on other words: how many kept words segment differently now
-    import fastBPE
+    from ..bpe import load_fastbpe
 
     words = sorted(noisy)
     changed = 0
     if words:
-        old = fastBPE.fastBPE(codes_path).apply(words)
-        new = fastBPE.fastBPE(os.path.join(out_dir, "bpecodes")).apply(words)
+        old = load_fastbpe(codes_path).apply(words)
+        new = load_fastbpe(os.path.join(out_dir, "bpecodes")).apply(words)
         chosen = {w for w, _ in plan["words"]}
         changed = sum(1 for w, a, b in zip(words, old, new) if a != b and w not in chosen)
     return {"new_words": len(plan["words"]), "new_symbols": len(new_syms),
