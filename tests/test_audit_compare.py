@@ -171,3 +171,16 @@ def test_reconstruction_figures_are_the_strongest_mode(tmp_path):
     assert rec["strongest_mode"]["tgt_ngrams_recovered_share"] == "conservative"
     assert rec["modes"] == ["conservative", "greedy"]
     assert "| 2.00% | 14.00% |" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_no_canary_columns_or_legend_without_canaries():
+    """The legend explains the columns the table has: no canary measured, no exposure or
+    extraction column, and no word about them under the table."""
+    from nmtfrag.audit.compare import render_markdown
+
+    md = render_markdown("t", [{"name": "a", "approach": "x", "bleu": 1.0}])
+    assert "exposure" not in md.lower() and "extracted" not in md.lower()
+    md = render_markdown("t", [{"name": "a", "approach": "x", "bleu": 1.0, "exposure": {
+        "10": {"exposure_mean": 2.0, "extracted": 1, "canaries": 3}}}])
+    assert "| exposure r=10 | extracted (planted) |" in md and "| 2.00 | 1/3 |" in md
+    assert "Exposure r=k" in md

@@ -469,7 +469,8 @@ def _mark(p):
 def render_markdown(title, rows):
     repeats = sorted({int(k) for r in rows for k in (r.get("exposure") or {})})
     head = ["run", "approach", "BLEU", "chrF", "len out/ref", "ε"]
-    head += [f"exposure r={k}" for k in repeats] + ["extracted (planted)"]
+    if repeats:  # canary columns only where canaries were measured
+        head += [f"exposure r={k}" for k in repeats] + ["extracted (planted)"]
     head += ["MI AUC", "MI TPR@1%FPR"]
     head += ["pairs rebuilt", "tgt n-grams rebuilt", "longest span (median)"]
     lines = [f"# Comparison: {title}", "", "| " + " | ".join(head) + " |",
@@ -483,9 +484,11 @@ def render_markdown(title, rows):
         cells = [r["name"], r.get("approach", ""), _f(r.get("bleu")) + _mark(r.get("p_bleu")),
                  _f(r.get("chrf"), "{:.1f}") + _mark(r.get("p_chrf")),
                  _f(r.get("length_ratio"), "{:.2f}"), _f(r.get("epsilon"), "{:.3g}")]
-        cells += [_f(ex[str(k)]["exposure_mean"]) if str(k) in ex else "–" for k in repeats]
+        if repeats:
+            cells += [_f(ex[str(k)]["exposure_mean"]) if str(k) in ex else "–"
+                      for k in repeats] + [extracted]
         mi = r.get("membership") or {}
-        cells += [extracted, _f(mi.get("auc"), "{:.3f}"), _f(mi.get("tpr_at_1pct_fpr"), "{:.3f}")]
+        cells += [_f(mi.get("auc"), "{:.3f}"), _f(mi.get("tpr_at_1pct_fpr"), "{:.3f}")]
         cells += [_pct(rec.get("pairs_rebuilt_share")),
                   _pct(rec.get("tgt_ngrams_recovered_share")),
                   _f(rec.get("tgt_longest_span_median"), "{}")]
@@ -493,9 +496,10 @@ def render_markdown(title, rows):
     lines += ["", "`*`: differs from the baseline at p < 0.05 (sacrebleu's paired bootstrap, "
               "as run by `nmtfrag evaluate --baseline`). len out/ref: output/reference "
               "length ratio (BLEU's). "
-              "Exposure r=k: mean exposure (bits) of canaries planted k times (r=0: "
-              "never planted, the reference); log2|R| is its ceiling. Extracted: planted "
-              "canaries whose secret beam search outputs verbatim. MI: loss-threshold "
+              + ("Exposure r=k: mean exposure (bits) of canaries planted k times (r=0: "
+                 "never planted, the reference); log2|R| is its ceiling. Extracted: planted "
+                 "canaries whose secret beam search outputs verbatim. " if repeats else "")
+              + "MI: loss-threshold "
               "membership inference on training vs held-out pairs (AUC 0.5 = chance; TPR "
               "at 1% false positives). Pairs rebuilt: share of "
               "training sentence pairs the reconstruction attack rebuilds exactly from the "
