@@ -138,17 +138,22 @@ sd, td = task.source_dictionary, task.target_dictionary
 S = [sd.encode_line(x, add_if_not_exist=False).long() for x in bpe.apply(src)]
 T = [td.encode_line(x, add_if_not_exist=False).long() for x in bpe.apply(tgt)]
 ds = LanguagePairDataset(S, [len(s) for s in S], sd, T, [len(t) for t in T], td)
-batch = sgd.to_device(ds.collater([ds[i] for i in range(len(S))]), device)
 trainable.apply(model, trainable.TrainableSet(cfg["params"]))
 model.to(device)
 params = [p for p in model.parameters() if p.requires_grad]
 opt = torch.optim.AdamW(params, lr=1e-5)
 fairseq_opacus.prepare_model(model)
 method, why = clipping.choose_clipping(model, "auto", physical_batch=len(S))
+per_pass, smaller = len(S), None
+if method == "hooks":  # as finetune --dp: fewer pairs per pass where they would not fit
+    per_pass, smaller = clipping.fitting_physical_batch(model, len(S))
+    why += f"; {smaller}" if smaller else ""
 dp = sgd.DPSGD(model, opt, max_grad_norm=1.0, noise_multiplier=1.0,
                expected_batch_size=len(S), label_smoothing=0.1, clipping=method)
 t0 = time.perf_counter()
-dp.accumulate(batch)
+for a in range(0, len(S), per_pass):  # one logical batch of len(S) pairs
+    dp.accumulate(sgd.to_device(ds.collater([ds[i] for i in range(a, min(len(S), a + per_pass))]),
+                                device))
 dp.step()
 if device.type == "cuda":
     torch.cuda.synchronize()

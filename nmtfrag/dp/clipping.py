@@ -83,13 +83,16 @@ HOOKS_MEMORY_SHARE = 0.5
 
 def fitting_physical_batch(model, physical_batch, free_bytes=None):
     """(pairs per pass, why or None): `physical_batch`, or fewer when the per-example
-    gradients of that many would take more than HOOKS_MEMORY_SHARE of free memory (the
-    real WMT19 with every parameter trained: 1.08 GB per example). Refuses when not even
-    one example's gradient fits."""
+    gradients of that many would take more than HOOKS_MEMORY_SHARE of the memory left free
+    once the run's own state is allocated (the real WMT19 with every parameter trained:
+    1.08 GB per example). Refuses when not even one example's gradient fits."""
     trained = [p for p in model.parameters() if p.requires_grad]
     per_example = sum(p.numel() * p.element_size() for p in trained)
     if free_bytes is None:
         free_bytes = free_memory_bytes(trained[0].device)
+    # what the run allocates once, after this choice: the float64 clipped sum and
+    # AdamW's two float32 moments (16 bytes per trained parameter)
+    free_bytes = max(0, free_bytes - 16 * sum(p.numel() for p in trained))
     fits = int(HOOKS_MEMORY_SHARE * free_bytes // max(1, per_example))
     if fits >= physical_batch:
         return physical_batch, None
