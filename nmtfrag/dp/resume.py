@@ -27,16 +27,19 @@ COUNT = "dp-count.json"  # the DP unit count ñ the run drew (owner-only), reuse
 SAVE_SECONDS = 900  # save at least this often whatever `save_every` says
 
 
-def state_path(out):
+def _owner_file(out, name):
+    """OUT/owner/NAME (without creating the folder: a check must not write)."""
     from ..fileio import OWNER_DIR
 
-    return os.path.join(out, OWNER_DIR, STATE)
+    return os.path.join(out, OWNER_DIR, name)
+
+
+def state_path(out):
+    return _owner_file(out, STATE)
 
 
 def identity_path(out):
-    from ..fileio import OWNER_DIR
-
-    return os.path.join(out, OWNER_DIR, IDENTITY)
+    return _owner_file(out, IDENTITY)
 
 
 def run_identity(config, job, hashes):
@@ -106,12 +109,6 @@ def write_identity(out, identity):
     write_owner_json(out, identity, name=IDENTITY)
 
 
-def _count_path(out):
-    from ..fileio import OWNER_DIR
-
-    return os.path.join(out, OWNER_DIR, COUNT)
-
-
 def save_count(out, n_hat):
     """Keep the DP unit count ñ (nmtfrag.dp.unit_count) so a resumed run plans with the
     same one: drawing it again would change the rates and spend the count twice."""
@@ -124,13 +121,13 @@ def saved_count(out):
     """ñ of the interrupted run, or None."""
     from ..fileio import read_json
 
-    path = _count_path(out)
+    path = _owner_file(out, COUNT)
     return float(read_json(path)["noisy_count"]) if os.path.isfile(path) else None
 
 
 def discard(out):
     """Remove the saved state (a finished run, or a run started again)."""
-    for p in (state_path(out), identity_path(out), _count_path(out)):
+    for p in (state_path(out), identity_path(out), _owner_file(out, COUNT)):
         if os.path.exists(p):
             os.unlink(p)
 
