@@ -75,6 +75,12 @@ def free_memory_bytes(device):
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+def _gradient_bytes(trained):
+    """Bytes of one example's gradient of the trained parameters (what hooks keep per
+    example of a physical batch)."""
+    return sum(p.numel() * p.element_size() for p in trained)
+
+
 # hooks materialise one gradient per example of a physical batch: keep them within this
 # share of free memory by taking fewer examples per pass (the mechanism is unchanged: the
 # logical batch, its Poisson sampling and the noise do not depend on the physical batch)
@@ -87,7 +93,7 @@ def fitting_physical_batch(model, physical_batch, free_bytes=None):
     once the run's own state is allocated (the real WMT19 with every parameter trained:
     1.08 GB per example). Refuses when not even one example's gradient fits."""
     trained = [p for p in model.parameters() if p.requires_grad]
-    per_example = sum(p.numel() * p.element_size() for p in trained)
+    per_example = _gradient_bytes(trained)
     if free_bytes is None:
         free_bytes = free_memory_bytes(trained[0].device)
     # what the run allocates once, after this choice: the float64 clipped sum and
@@ -133,7 +139,7 @@ def choose_clipping(model, requested="auto", unit="sentence", physical_batch=32,
                                             if unit == "sentence" else ""))
         return "ghost", "asked for"
     trained = [p for p in model.parameters() if p.requires_grad]
-    need = physical_batch * sum(p.numel() * p.element_size() for p in trained)
+    need = physical_batch * _gradient_bytes(trained)
     if free_bytes is None:
         free_bytes = free_memory_bytes(trained[0].device)
     size = f"{need / 2**30:.2f} GiB per physical batch of {physical_batch}"
