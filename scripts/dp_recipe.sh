@@ -33,9 +33,9 @@
 # RUNS/DOMAIN, rewritten after each evaluated cell). A cell whose directory holds a
 # manifest.json is skipped, so rerunning continues, and a run with other CELLS adds its
 # cells (two runs with disjoint CELLS may go side by side, one CPU core each); the
-# settings are kept in RUNS/DOMAIN/settings and a rerun with other ones is refused. A DP
-# cell killed mid-run continues from its last saved state (finetune --dp --resume) when
-# the script is run again.
+# settings are kept in RUNS/DOMAIN/settings and a rerun with other ones is refused. A cell
+# killed mid-run continues when the script is run again: a DP cell from its last saved
+# state, a non-private one from its last epoch's checkpoint (finetune --resume).
 set -euo pipefail
 
 # shellcheck source=scripts/study_lib.sh
@@ -154,7 +154,10 @@ while read -r -u 3 name opts; do
     log "fine-tune $name: $opts"
     dp=(); [[ " $opts " == *" --dp "* ]] && dp=(--delta "$DELTA")
     again=(--overwrite)  # a killed DP cell continues where it stopped
-    if [ -f "$OUT/ft-$name/owner/dp-state.pt" ]; then again=(--resume); log "resume $name"; fi
+    if [ -f "$OUT/ft-$name/owner/dp-state.pt" ] ||
+       [ -f "$OUT/ft-$name/checkpoints/checkpoint_last.pt" ]; then
+      again=(--resume); log "resume $name"
+    fi
     # shellcheck disable=SC2086
     nmtfrag finetune --model "$MODEL" "${ckpt[@]}" --train "$OWN/train.de" "$OWN/train.en" \
       --valid-src "$DATA/valid.de" --valid-tgt "$DATA/valid.en" --pretokenized \
