@@ -65,7 +65,9 @@ def add_lora(model, rank=8, alpha=16.0, modules=LORA_DEFAULT_MODULES, seed=0):
 
     if rank < 1:
         raise ValueError(f"LoRA rank must be ≥ 1, got {rank}")
-    attrs = {LORA_MODULES[m] for m in modules}
+    # a fixed order: the adapters draw their initialisation from one generator in turn,
+    # so iterating a set (its order changes with PYTHONHASHSEED) made seeded runs differ
+    attrs = sorted({LORA_MODULES[m] for m in modules})
     for p in model.parameters():
         p.requires_grad_(False)
     gen = torch.Generator().manual_seed(seed)

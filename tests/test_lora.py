@@ -140,3 +140,34 @@ def test_finetune_with_lora_without_dp_writes_a_plain_model(tiny_model_dir, tmp_
                            for k in changed)
     man = json.load(open(f"{out}/manifest.json"))
     assert man["params"]["trained_parameters"]["kind"] == "lora"
+
+
+_INIT_DIGEST = """
+import hashlib, torch
+from torch import nn
+from nmtfrag import lora, trainable
+layer = nn.Module()
+for attr in sorted(set(trainable.LORA_MODULES.values())):
+    setattr(layer, attr, nn.Linear(6, 6))
+model = nn.Module(); model.encoder = nn.Module(); model.encoder.layers = nn.ModuleList([layer])
+lora.add_lora(model, rank=2, seed=3)
+h = hashlib.sha256()
+for name, p in sorted(model.named_parameters()):
+    if "lora_A" in name:
+        h.update(name.encode() + p.detach().numpy().tobytes())
+print(h.hexdigest())
+"""
+
+
+def test_adapter_initialisation_does_not_depend_on_the_hash_seed():
+    """A seeded run repeats in another process: the adapters draw from one generator in
+    a fixed order (a set's order, which changes with PYTHONHASHSEED, made them differ)."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digests = {subprocess.run(
+        [sys.executable, "-c", _INIT_DIGEST], capture_output=True, text=True, check=True,
+        env=dict(os.environ, PYTHONHASHSEED=str(seed), PYTHONPATH=root)).stdout
+        for seed in range(3)}
+    assert len(digests) == 1, digests
