@@ -249,19 +249,25 @@ class NotComposable(InputError):
     """Two guarantees are for different privacy units: their ε's do not add."""
 
 
-def unit_key(entry, default="sentence"):
-    """"sentence", "distinct-sentence" or "document": the unit of a vocabulary or
-    training entry, read from its recorded fields (older certificates: from the
-    wording of `unit`; a vocabulary without one was per sentence pair)."""
+def unit_key(unit: str = "sentence", dedup: bool = False) -> str:
+    """The unit of a guarantee: "sentence", "distinct-sentence" (sentence pairs after
+    --dedup) or "document" (a document unit covers its repeated pairs: no dedup)."""
+    if unit == "document":
+        return "document"
+    return "distinct-sentence" if dedup else "sentence"
+
+
+def entry_unit_key(entry: dict, default: str = "sentence") -> str:
+    """The `unit_key` of a vocabulary or training entry, read from its recorded fields
+    (older certificates: from the wording of `unit`; a vocabulary without one was per
+    sentence pair)."""
     if entry.get("unit_key"):
         return entry["unit_key"]
-    if entry.get("privacy_unit") == "document":
-        return "document"
     text = str(entry.get("unit") or "")
-    if "document" in text:
-        return "document"
+    if entry.get("privacy_unit") == "document" or "document" in text:
+        return unit_key("document")
     if "distinct" in text or entry.get("dedup"):
-        return "distinct-sentence"
+        return unit_key("sentence", dedup=True)
     return default
 
 
@@ -292,7 +298,7 @@ def check_composable(unit, vocabulary=None, earlier=()):
     for what, entry in parts:
         if what == "vocabulary" and not (entry.get("epsilon") or entry.get("delta")):
             continue  # a public vocabulary spends nothing
-        key = unit_key(entry)
+        key = entry_unit_key(entry)
         if not composes_into(key, unit):
             raise NotComposable(
                 f"not composable: the {what} is DP per {UNIT_LABELS.get(key, key)}, this "
@@ -305,7 +311,7 @@ def compose_certificate(training, vocabulary=None, earlier=(), training_eps=None
     model (fine-tuning a DP model again on the same owner's data composes), and this
     training — by basic composition, valid whatever the overlap of the data sets, and
     only for guarantees of the same privacy unit (NotComposable otherwise)."""
-    check_composable(unit_key(training), vocabulary, earlier)
+    check_composable(entry_unit_key(training), vocabulary, earlier)
     vocabulary = vocabulary or NO_VOCABULARY
     parts = [(vocabulary["epsilon"], vocabulary["delta"])]
     parts += [(training_epsilon(t), t["delta"]) for t in earlier]
