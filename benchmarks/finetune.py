@@ -84,7 +84,8 @@ def main():
     import torch
 
     torch.set_num_threads(a.threads)
-    from nmtfrag.finetune import finetune
+    from nmtfrag.finetune import FineTuneConfig, finetune
+    from nmtfrag.finetune_job import FineTuneJob
     from nmtfrag.model_dir import validate_model_dir
 
     work = a.work or tempfile.mkdtemp(prefix="bench-finetune-")
@@ -100,9 +101,10 @@ def main():
 
     # preparation (ours) once; keep .work for fairseq-train
     prep = os.path.join(work, "prep")
-    finetune(a.model, [a.src, a.tgt], prep, valid_src=a.valid_src, valid_tgt=a.valid_tgt,
-             pretokenized=a.pretokenized, max_updates=1, max_tokens=a.max_tokens,
-             keep_work=True, measure_before=False, quiet=True, threads=a.threads)
+    finetune(FineTuneJob(model=a.model, train=[a.src, a.tgt], out=prep, valid_src=a.valid_src,
+                         valid_tgt=a.valid_tgt, pretokenized=a.pretokenized, device="cpu",
+                         keep_work=True, quiet=True, threads=a.threads),
+             FineTuneConfig(max_updates=1, max_tokens=a.max_tokens, measure_before=False))
     bin_dir, init = os.path.join(prep, ".work", "bin"), os.path.join(prep, ".work", "init.pt")
     md = validate_model_dir(a.model)
     argv0 = json.load(open(os.path.join(prep, "manifest.json")))["fairseq_train_argv"]

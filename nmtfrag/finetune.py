@@ -13,7 +13,8 @@ the end unless keep_work):
    tags stay whole tokens;
 3. when the training data is tagged, append the tags to both dictionaries and grow the
    checkpoint's embedding matrices (`nmtfrag.model_dir.grow_state`) → OUT/.work/init.pt;
-4. binarise with those dictionaries (fairseq-preprocess);
+4. binarise with those dictionaries (fairseq-preprocess) — steps 2–4 are
+   `nmtfrag.training_data`'s, shared with the DP track (nmtfrag.dp.engine);
 5. fairseq's own training (fairseq_cli.train.main through its Python API, so CPU, CUDA
    and multi-GPU via fairseq's distributed launcher all work) with `--restore-file
    init.pt` and every `--reset-*` flag; the model arguments are copied from the
@@ -21,87 +22,49 @@ the end unless keep_work):
 6. the best checkpoint (lowest validation loss) becomes OUT/model.pt next to the
    dictionaries and bpecodes: OUT is again a model directory.
 
-A run killed half-way is continued with resume=True from OUT/checkpoints/checkpoint_last.pt
+A run killed half-way is continued with `FineTuneJob.resume` from OUT/checkpoints/checkpoint_last.pt
 (optimizer, scheduler, data iterator and meters restored by fairseq).
 """
-import json
+from __future__ import annotations
+
 import logging
 import os
 import shutil
 import sys
 import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypedDict
 
+from . import training_data
 from .errors import InputError
-from .fileio import public_name
-from .fileio import (MANIFEST, atomic_writer, prepare_output_dir, read_json, sha256_file,
+from .fileio import (MANIFEST, atomic_writer, prepare_output_dir, public_name, read_json,
                      tool_versions, write_json)
+from .finetune_job import FineTuneJob
+from .model_dir import ModelDir, load_state
+from .trainable import TrainableSet
+from .training_data import (MODEL_KIND, TagPolicy, TrainingSources, WorkLayout, model_files,
+                            write_finetuned_model)
 
-PAPER_DEFAULTS = {
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+class PaperDefaults(TypedDict):
+    """Kim et al. (2021)'s fine-tuning settings."""
+    lr: float
+    weight_decay: float
+    dropout: float
+    label_smoothing: float
+    adam_betas: str
+    adam_eps: float
+
+
+PAPER_DEFAULTS: PaperDefaults = {
     "lr": 0.000175, "weight_decay": 0.0001, "dropout": 0.2, "label_smoothing": 0.1,
     "adam_betas": "(0.9, 0.98)", "adam_eps": 1e-8,
 }
 WORK = ".work"
 CKPT = "checkpoints"
 logger = logging.getLogger("nmtfrag.finetune")
-
-
-# --------------------------------------------------------------------------- inputs
-def resolve_train(train, src_lang="de", tgt_lang="en", pretokenized=False):
-    """Training files and their text mode from `--train`.
-
-    `train` is a release directory (manifest.json of kind nmtfrag-release; its
-    `params.pretokenized` says whether the text is hub-tokenised or Moses-tokenised and
-    unescaped), a file prefix (PREFIX.de + PREFIX.en) or a pair of files. Plain files are
-    raw text unless `pretokenized` (Moses-tokenised, unescaped).
-    Returns (src_path, tgt_path, mode, info dict).
-    """
-    if isinstance(train, (list, tuple)):
-        if len(train) == 2:
-            src, tgt = train
-            return src, tgt, ("moses" if pretokenized else "raw"), {"kind": "files"}
-        train = train[0]
-    if os.path.isdir(train):
-        man_path = os.path.join(train, MANIFEST)
-        files = {"src": f"phrases.{src_lang}", "tgt": f"phrases.{tgt_lang}"}
-        params = {}
-        if os.path.isfile(man_path):
-            try:
-                man = read_json(man_path)
-            except (ValueError, OSError) as exc:
-                raise InputError(f"{man_path}: unreadable manifest ({exc})") from None
-            if man.get("kind") not in (None, "nmtfrag-release"):
-                raise InputError(f"{man_path}: kind {man.get('kind')!r} is not a release")
-            files.update(man.get("files") or {})
-            params = man.get("params") or {}
-            if params.get("src_lang", src_lang) != src_lang or \
-                    params.get("tgt_lang", tgt_lang) != tgt_lang:
-                raise InputError(f"{man_path}: release is {params.get('src_lang')}→"
-                                 f"{params.get('tgt_lang')}, model is {src_lang}→{tgt_lang}")
-        src, tgt = (os.path.join(train, files["src"]), os.path.join(train, files["tgt"]))
-        pre = params.get("pretokenized")
-        mode = "moses" if pre else "hub"
-        if pre is None and not os.path.isfile(man_path):
-            # a directory of phrase files without manifest: trust the flag
-            mode = "moses" if pretokenized else "raw"
-        return src, tgt, mode, {"kind": "release", "manifest": man_path
-                                if os.path.isfile(man_path) else None,
-                                "release_params": params}
-    src, tgt = f"{train}.{src_lang}", f"{train}.{tgt_lang}"
-    if not (os.path.isfile(src) and os.path.isfile(tgt)):
-        raise InputError(f"--train {train}: not a release directory and no "
-                         f"{src} / {tgt} pair")
-    return src, tgt, ("moses" if pretokenized else "raw"), {"kind": "files"}
-
-
-def _read_pairs(src, tgt, what):
-    from .corpus import SkipLog, read_parallel, validate_parallel
-
-    validate_parallel(src, tgt)
-    skips = SkipLog()
-    rows = list(read_parallel(src, tgt, skips))
-    if not rows:
-        raise InputError(f"{what} {src}: no usable line pairs")
-    return [(s, t) for _, s, t in rows], skips, [n - 1 for n, _, _ in rows]
 
 
 # --------------------------------------------------------------------------- training args
@@ -126,10 +89,13 @@ def _model_arg_names(arch):
 EPOCHS_OUT_OF_REACH = 10 ** 9
 
 
-def fairseq_train_argv(bin_dir, save_dir, init_ckpt, arch, *, src_lang, tgt_lang, lr,
-                       weight_decay, dropout, label_smoothing, max_tokens, update_freq,
-                       max_updates, max_epochs, patience, validate_every, warmup_updates,
-                       seed, device, gpus, fp16, log_interval, resume, threads_note=None):
+def fairseq_train_argv(bin_dir: str, save_dir: str, init_ckpt: str, arch: str, *,
+                       src_lang: str, tgt_lang: str, lr: float, weight_decay: float,
+                       dropout: float, label_smoothing: float, max_tokens: int,
+                       update_freq: int, max_updates: int | None, max_epochs: int | None,
+                       patience: int, validate_every: int | None, warmup_updates: int,
+                       seed: int, device: str, gpus: int, fp16: bool, log_interval: int,
+                       resume: bool, threads_note: str | None = None) -> list[str]:
     """The fairseq-train command line of a fine-tuning run (also used by the benchmark)."""
     argv = [
         bin_dir, "--task", "translation", "-s", src_lang, "-t", tgt_lang,
@@ -180,7 +146,7 @@ def fairseq_train_argv(bin_dir, save_dir, init_ckpt, arch, *, src_lang, tgt_lang
     return argv
 
 
-def build_train_cfg(argv, ckpt_model_args):
+def build_train_cfg(argv: list[str], ckpt_model_args: dict) -> DictConfig:
     """Parse a fairseq-train command line, then copy the architecture from the checkpoint.
 
     fairseq builds the model from the command line, not from the restore file, so every
@@ -279,7 +245,7 @@ def _setup_console_logging(quiet):
                             format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
 
 
-def run_fairseq_train(cfg, trained=None):
+def run_fairseq_train(cfg: DictConfig, trained: TrainableSet | None = None) -> None:
     """fairseq-train's main on a parsed cfg (spawns one process per GPU when needed).
     `trained` (a nmtfrag.trainable.TrainableSet) limits what trains; None: everything."""
     from fairseq.distributed import utils as distributed_utils
@@ -287,7 +253,8 @@ def run_fairseq_train(cfg, trained=None):
     distributed_utils.call_main(cfg, train_main_with_atomic_copies, trained=trained)
 
 
-def train_main_with_atomic_copies(cfg, trained=None, **kwargs):
+def train_main_with_atomic_copies(cfg: DictConfig, trained: TrainableSet | None = None,
+                                   **kwargs: object) -> object:
     """fairseq_cli.train.main, with checkpoint copies made atomic (and, with `trained`,
     only that parameter set trained: fairseq's optimizer skips frozen parameters).
 
@@ -320,7 +287,7 @@ def train_main_with_atomic_copies(cfg, trained=None, **kwargs):
         TranslationTask.build_model = plain_build
 
 
-def atomic_copy(src_path, dst_path, overwrite=False):
+def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
     """Copy to a temp file beside `dst_path`, then rename: a reader (or a kill) sees the
     old file or the new one, never half of it. Signature of fairseq's PathManager.copy."""
     if os.path.exists(dst_path) and not overwrite:
@@ -330,8 +297,8 @@ def atomic_copy(src_path, dst_path, overwrite=False):
     return True
 
 
-def validation_loss(bin_dir, ckpt, *, src_lang, tgt_lang, max_tokens, device,
-                    label_smoothing):
+def validation_loss(bin_dir: str, ckpt: str, *, src_lang: str, tgt_lang: str,
+                    max_tokens: int, device: str, label_smoothing: float) -> float | None:
     """Label-smoothed validation loss (base 2, fairseq's) of a checkpoint: fairseq-validate."""
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -359,7 +326,7 @@ def validation_loss(bin_dir, ckpt, *, src_lang, tgt_lang, max_tokens, device,
     return handler.valid[-1]["loss"] if handler.valid else None
 
 
-def worse_than_before(before, best):
+def worse_than_before(before: float | None, best: float | None) -> bool | None:
     """True when even the kept (best) checkpoint has a higher validation loss than the
     model had before fine-tuning; None when either loss was not measured."""
     if before is None or best is None:
@@ -367,7 +334,7 @@ def worse_than_before(before, best):
     return best > before
 
 
-def loss_note(result):
+def loss_note(result: dict) -> str | None:
     """The line that says a fine-tuning run made the validation loss worse (else None):
     the model written to OUT is then worse on the validation set than the one it started
     from, which a JSON summary alone does not make obvious."""
@@ -379,31 +346,113 @@ def loss_note(result):
             f"lower --lr, fewer updates, or keeping the base model)")
 
 
-# --------------------------------------------------------------------------- main entry
-def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang="en",
-             pretokenized=False, checkpoint=None,
-             lr=PAPER_DEFAULTS["lr"], weight_decay=PAPER_DEFAULTS["weight_decay"],
-             dropout=PAPER_DEFAULTS["dropout"],
-             label_smoothing=PAPER_DEFAULTS["label_smoothing"],
-             max_tokens=4096, update_freq=1, max_updates=None, max_epochs=None,
-             patience=5, validate_every=None, warmup_updates=0, seed=1,
-             device="cpu", gpus=1, fp16=False, threads=None, log_interval=50,
-             resume=False, overwrite=False, keep_work=False, keep_checkpoints=False,
-             measure_before=True, quiet=False, tags=None, trained=None):
-    """Fine-tune `model` (a model dir) on `train`; write a model dir to `out`.
+# --------------------------------------------------------------------------- the stage
+@dataclass
+class FineTuneConfig:
+    """fairseq's training method: optimiser, budget, early stopping, what trains.
+
+    Defaults follow Kim et al. (2021) (PAPER_DEFAULTS); dropout and label smoothing are
+    the job's (both methods use them). A budget is required: `max_updates` and/or
+    `max_epochs`."""
+    max_updates: int | None = None
+    max_epochs: int | None = None
+    lr: float = PAPER_DEFAULTS["lr"]
+    weight_decay: float = PAPER_DEFAULTS["weight_decay"]
+    warmup_updates: int = 0
+    max_tokens: int = 4096
+    update_freq: int = 1
+    patience: int = 5
+    validate_every: int | None = None
+    seed: int = 1
+    params: TrainableSet = field(default_factory=TrainableSet)
+    fp16: bool = False
+    keep_checkpoints: bool = False
+    measure_before: bool = True  # the validation loss of the base model, for the record
+
+    def trained(self) -> TrainableSet | None:
+        """What limits training (nmtfrag.trainable), or None: fairseq trains everything."""
+        if self.params.kind == "all" and not self.params.freeze_embeddings:
+            return None
+        return self.params
+
+
+@dataclass(frozen=True)
+class RunDirs:
+    """A run's places in OUT: the private work dir (OUT/.work, 0700) and fairseq's
+    checkpoints (OUT/checkpoints), which are what `resume` continues from."""
+    out: str
+
+    @property
+    def layout(self) -> WorkLayout:
+        return WorkLayout(os.path.join(self.out, WORK))
+
+    @property
+    def save_dir(self) -> str:
+        return os.path.join(self.out, CKPT)
+
+    @property
+    def last(self) -> str:
+        return os.path.join(self.save_dir, "checkpoint_last.pt")
+
+    @property
+    def prepared_json(self) -> str:
+        return os.path.join(self.layout.work, "prepared.json")
+
+
+@dataclass
+class TrainingOutcome:
+    """What fairseq's training left: the command line, its validations, the kept
+    (best) checkpoint's state and the counts the manifest reports."""
+    argv: list[str]
+    validations: list[dict]
+    train_seconds: float
+    num_updates: int = 0
+    best_checkpoint_updates: int = 0
+    valid_loss_best: float | None = None
+
+
+def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
+    """Fine-tune `job.model` on `job.train` with fairseq's trainer; write a model dir to
+    `job.out`.
 
     Returns the manifest (also written to OUT/manifest.json). Raises InputError for
     anything the user can fix.
     """
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-    from .bpe import BPE, TAGS
-    from .model_dir import (grow_state, load_state, member_to_adapt, save_state,
-                            validate_model_dir, write_dict_with, write_model_dir)
+    device = check_request(job, config)
+    md = training_data.base_model(job)
+    sources = TrainingSources.of_job(job)
+    sources.check_files()
+    dirs = open_run_dirs(job, md, sources)
+    if job.threads:
+        import torch
 
-    if not (max_updates or max_epochs):
+        torch.set_num_threads(job.threads)
+    _setup_console_logging(job.quiet)
+    t0 = time.time()
+    hashes = training_data.input_hashes(md, sources)
+    prep = prepared_data(job, config, dirs, md, sources, hashes)
+    before = loss_before(job, config, dirs, prep, device)
+    outcome = train(job, config, dirs, md, device)
+    keep_best(job, config, dirs, md, outcome)
+    manifest = run_manifest(job, config, md, sources, prep, outcome, before, device)
+    manifest["result"]["wall_seconds_this_run"] = round(time.time() - t0, 1)
+    manifest["inputs_sha256"] = hashes
+    manifest["tool_versions"] = tool_versions("fairseq-fixed", "torch", "fastbpe",
+                                              "sacremoses")
+    write_json(os.path.join(dirs.out, MANIFEST), manifest)
+    return manifest
+
+
+def check_request(job: FineTuneJob, config: FineTuneConfig) -> str:
+    """Refuse a run without a budget or on a device torch cannot use; the device."""
+    if not (config.max_updates or config.max_epochs):
         raise InputError("give a training budget: --max-updates and/or --max-epochs")
-    if trained is not None and trained.kind == "all" and not trained.freeze_embeddings:
-        trained = None  # fairseq's default: everything trains
+    device = job.device
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     if device not in ("cpu", "cuda"):
         raise InputError(f"--device {device}: expected cpu or cuda")
     if device == "cuda":
@@ -411,147 +460,159 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
 
         if not torch.cuda.is_available():
             raise InputError("--device cuda but torch sees no CUDA device")
-    md, note = member_to_adapt(validate_model_dir(model, src_lang, tgt_lang, checkpoint),
-                               checkpoint)
-    if note:
-        print(f"note: {note}", file=sys.stderr)
-    src_path, tgt_path, mode, train_info = resolve_train(train, src_lang, tgt_lang,
-                                                         pretokenized)
-    valid_mode = "moses" if pretokenized else "raw"
-    inputs = {"model": md.checkpoints[0], "train_src": src_path, "train_tgt": tgt_path,
-              "valid_src": valid_src, "valid_tgt": valid_tgt}
-    for p in list(inputs.values())[1:]:
-        if not os.path.isfile(p):
-            raise InputError(f"{p}: no such file")
+    return device
 
-    out = os.path.abspath(out)
-    work = os.path.join(out, WORK)
-    save_dir = os.path.join(out, CKPT)
-    last = os.path.join(save_dir, "checkpoint_last.pt")
-    prep_json = os.path.join(work, "prepared.json")
-    if resume:
+
+def open_run_dirs(job: FineTuneJob, md: ModelDir, sources: TrainingSources) -> RunDirs:
+    """OUT for this run: checked for a run to resume, or prepared afresh (refusing to
+    drop an interrupted run without `overwrite`)."""
+    dirs = RunDirs(os.path.abspath(job.out))
+    out = dirs.out
+    if job.resume:
         if os.path.isfile(os.path.join(out, MANIFEST)):
             raise InputError(f"{out}: run already finished (manifest.json); nothing to resume")
-        if not (os.path.isfile(prep_json) and os.path.isfile(last)):
+        if not (os.path.isfile(dirs.prepared_json) and os.path.isfile(dirs.last)):
             raise InputError(f"{out}: no interrupted run to resume (needs {WORK}/ and "
                              f"{CKPT}/checkpoint_last.pt)")
-    else:
-        if os.path.isdir(save_dir) and os.listdir(save_dir) and not overwrite and \
-                not os.path.isfile(os.path.join(out, MANIFEST)):
-            raise InputError(f"{out} holds an interrupted run: pass --resume to continue "
-                             f"it or --overwrite to start again")
-        out = prepare_output_dir(out, overwrite, kind="nmtfrag-finetuned-model", inputs=[
-            md.path, train, src_path, tgt_path, valid_src, valid_tgt])
-        for d in (work, save_dir):
-            shutil.rmtree(d, ignore_errors=True)
-        for f in (MANIFEST, "train.log", "model.pt"):
-            if os.path.exists(os.path.join(out, f)):
-                os.unlink(os.path.join(out, f))
+        return dirs
+    if os.path.isdir(dirs.save_dir) and os.listdir(dirs.save_dir) and not job.overwrite \
+            and not os.path.isfile(os.path.join(out, MANIFEST)):
+        raise InputError(f"{out} holds an interrupted run: pass --resume to continue "
+                         f"it or --overwrite to start again")
+    out = prepare_output_dir(out, job.overwrite, kind=MODEL_KIND, inputs=[
+        md.path, job.train, sources.train.src, sources.train.tgt, sources.valid_src,
+        sources.valid_tgt])
+    dirs = RunDirs(out)
+    for d in (dirs.layout.work, dirs.save_dir):
+        shutil.rmtree(d, ignore_errors=True)
+    for f in (MANIFEST, "train.log", "model.pt"):
+        if os.path.exists(os.path.join(out, f)):
+            os.unlink(os.path.join(out, f))
+    return dirs
 
-    if threads:
-        import torch
 
-        torch.set_num_threads(threads)
-    _setup_console_logging(quiet)
-    t0 = time.time()
-    hashes = {k: sha256_file(v) for k, v in inputs.items()}
-    bin_dir = os.path.join(work, "bin")
-    init_ckpt = os.path.join(work, "init.pt")
-
-    if resume:
-        prep = read_json(prep_json)
+def prepared_data(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
+                  sources: TrainingSources, hashes: dict[str, str]) -> dict:
+    """The preparation's record (OUT/.work/prepared.json): made now, or, resuming,
+    the interrupted run's (refused if the inputs changed since)."""
+    if job.resume:
+        prep = read_json(dirs.prepared_json)
         if prep["inputs_sha256"] != hashes:
-            raise InputError(f"{out}: --resume with different inputs than the interrupted "
-                             f"run (model, train or valid files changed)")
-    else:
-        os.makedirs(work, mode=0o700)
-        os.chmod(work, 0o700)
-        prep = _prepare(md, src_path, tgt_path, mode, valid_src, valid_tgt, valid_mode,
-                        work, bin_dir, init_ckpt, src_lang, tgt_lang, seed,
-                        BPE, TAGS, load_state, grow_state, save_state, write_dict_with,
-                        tags=tags)
-        prep.pop("train_lines")
-        prep["inputs_sha256"] = hashes
-        write_json(prep_json, prep)
+            raise InputError(f"{dirs.out}: --resume with different inputs than the "
+                             f"interrupted run (model, train or valid files changed)")
+        return prep
+    work = dirs.layout.work
+    os.makedirs(work, mode=0o700)
+    os.chmod(work, 0o700)
+    prep = training_data.prepare(md, sources, dirs.layout, seed=config.seed,
+                                 tags=TagPolicy.of_flag(job.tags, data_decides=True)).record()
+    prep["inputs_sha256"] = hashes
+    write_json(dirs.prepared_json, prep)
+    return prep
 
-    before = None
-    if measure_before and not resume:
-        before = validation_loss(bin_dir, init_ckpt, src_lang=src_lang, tgt_lang=tgt_lang,
-                                 max_tokens=max_tokens, device=device,
-                                 label_smoothing=label_smoothing)
-        prep["valid_loss_before"] = before
-        write_json(prep_json, prep)
-    else:
-        before = prep.get("valid_loss_before")
 
+def loss_before(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, prep: dict,
+                device: str) -> float | None:
+    """The base model's validation loss (kept in prepared.json for a resumed run)."""
+    if not config.measure_before or job.resume:
+        return prep.get("valid_loss_before")
+    layout = dirs.layout
+    before = validation_loss(layout.bin_dir, layout.init_checkpoint, src_lang=job.src_lang,
+                             tgt_lang=job.tgt_lang, max_tokens=config.max_tokens,
+                             device=device, label_smoothing=job.label_smoothing)
+    prep["valid_loss_before"] = before
+    write_json(dirs.prepared_json, prep)
+    return before
+
+
+def train(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
+          device: str) -> TrainingOutcome:
+    """fairseq's training from the init checkpoint (or the interrupted run's last),
+    its log in OUT/train.log."""
+    layout = dirs.layout
     argv = fairseq_train_argv(
-        bin_dir, save_dir, init_ckpt, md.arch.get("arch") or "transformer",
-        src_lang=src_lang, tgt_lang=tgt_lang, lr=lr, weight_decay=weight_decay,
-        dropout=dropout, label_smoothing=label_smoothing, max_tokens=max_tokens,
-        update_freq=update_freq, max_updates=max_updates, max_epochs=max_epochs,
-        patience=patience, validate_every=validate_every, warmup_updates=warmup_updates,
-        seed=seed, device=device, gpus=gpus, fp16=fp16, log_interval=log_interval,
-        resume=resume)
+        layout.bin_dir, dirs.save_dir, layout.init_checkpoint,
+        md.arch.get("arch") or "transformer", src_lang=job.src_lang, tgt_lang=job.tgt_lang,
+        lr=config.lr, weight_decay=config.weight_decay, dropout=job.dropout,
+        label_smoothing=job.label_smoothing, max_tokens=config.max_tokens,
+        update_freq=config.update_freq, max_updates=config.max_updates,
+        max_epochs=config.max_epochs, patience=config.patience,
+        validate_every=config.validate_every, warmup_updates=config.warmup_updates,
+        seed=config.seed, device=device, gpus=job.world_size, fp16=config.fp16,
+        log_interval=job.log_interval, resume=job.resume)
     cfg = build_train_cfg(argv, md.arch)
-    os.makedirs(save_dir, exist_ok=True)
-    handler = _LogCapture(os.path.join(out, "train.log"))
-    attached = _attach(handler, logging.WARNING if quiet else logging.INFO)
+    os.makedirs(dirs.save_dir, exist_ok=True)
+    handler = _LogCapture(os.path.join(dirs.out, "train.log"))
+    attached = _attach(handler, logging.WARNING if job.quiet else logging.INFO)
     t_train = time.time()
     try:
-        run_fairseq_train(cfg, trained)
+        run_fairseq_train(cfg, config.trained())
     finally:
         _detach(handler, attached)
         handler.close()
-    train_seconds = time.time() - t_train
+    return TrainingOutcome(argv, handler.valid, time.time() - t_train)
 
-    best = os.path.join(save_dir, "checkpoint_best.pt")
-    chosen = best if os.path.isfile(best) else last
+
+def keep_best(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
+              outcome: TrainingOutcome) -> None:
+    """The best checkpoint (LoRA adapters merged) becomes OUT's model; fairseq's
+    checkpoints and the work dir go unless kept. Fills `outcome`'s counts."""
+    best = os.path.join(dirs.save_dir, "checkpoint_best.pt")
+    chosen = best if os.path.isfile(best) else dirs.last
     if not os.path.isfile(chosen):
-        raise RuntimeError(f"fairseq training wrote no checkpoint in {save_dir}")
+        raise RuntimeError(f"fairseq training wrote no checkpoint in {dirs.save_dir}")
     state = load_state(chosen)
+    trained = config.trained()
     if trained is not None and trained.kind == "lora":
         from .lora import merge_state
 
         state["model"] = merge_state(state["model"], trained.lora_scaling)
-    last_state = load_state(last) if chosen != last else state
-    num_updates_last = last_state["optimizer_history"][-1]["num_updates"]
-    num_updates_best = state["optimizer_history"][-1]["num_updates"]
-    extra = last_state.get("extra_state") or {}
-    best_loss = extra.get("best")
-    if hasattr(best_loss, "item"):
+    last_state = load_state(dirs.last) if chosen != dirs.last else state
+    outcome.num_updates = last_state["optimizer_history"][-1]["num_updates"]
+    outcome.best_checkpoint_updates = state["optimizer_history"][-1]["num_updates"]
+    best_loss = (last_state.get("extra_state") or {}).get("best")
+    if best_loss is not None and hasattr(best_loss, "item"):
         best_loss = best_loss.item()
+    outcome.valid_loss_best = best_loss
     del last_state
-    write_model_dir(out, state, os.path.join(bin_dir, f"dict.{src_lang}.txt"),
-                    os.path.join(bin_dir, f"dict.{tgt_lang}.txt"), md.bpecodes,
-                    src_lang, tgt_lang)
+    write_finetuned_model(dirs.out, state, dirs.layout, md, job.src_lang, job.tgt_lang)
     del state
-    if not keep_checkpoints:
-        shutil.rmtree(save_dir, ignore_errors=True)
-    if not keep_work:
-        shutil.rmtree(work, ignore_errors=True)
+    if not config.keep_checkpoints:
+        shutil.rmtree(dirs.save_dir, ignore_errors=True)
+    if not job.keep_work:
+        shutil.rmtree(dirs.layout.work, ignore_errors=True)
 
-    manifest = {
-        "kind": "nmtfrag-finetuned-model",
-        "model_files": ["model.pt", f"dict.{src_lang}.txt", f"dict.{tgt_lang}.txt",
-                        "bpecodes"],
+
+def run_manifest(job: FineTuneJob, config: FineTuneConfig, md: ModelDir,
+                 sources: TrainingSources, prep: dict, outcome: TrainingOutcome,
+                 before: float | None, device: str) -> dict:
+    """OUT/manifest.json's parameters, architecture, counts and result (the caller adds
+    the wall time, input hashes and tool versions)."""
+    train = job.train
+    trained = config.trained()
+    return {
+        "kind": MODEL_KIND,
+        "model_files": model_files(job.src_lang, job.tgt_lang),
         "params": {
             "base_model": public_name(md.path), "checkpoint": os.path.basename(md.checkpoints[0]),
             "base_ensemble_members": md.ensemble_members,
             "train": (public_name(train) if isinstance(train, str)
                       else [public_name(t) for t in train]),
-            "train_kind": train_info["kind"], "train_text_mode": mode,
-            "valid_src": public_name(valid_src), "valid_tgt": public_name(valid_tgt),
-            "valid_text_mode": valid_mode, "src_lang": src_lang, "tgt_lang": tgt_lang,
-            "lr": lr, "lr_scheduler": "fixed", "warmup_updates": warmup_updates,
-            "weight_decay": weight_decay, "dropout": dropout,
-            "label_smoothing": label_smoothing, "optimizer": "adam",
-            "adam_betas": PAPER_DEFAULTS["adam_betas"], "max_tokens": max_tokens,
-            "update_freq": update_freq, "max_updates": max_updates, "max_epochs": max_epochs,
-            "patience": patience, "validate_every": validate_every, "seed": seed,
+            "train_kind": sources.train.kind, "train_text_mode": sources.train.mode,
+            "valid_src": public_name(job.valid_src), "valid_tgt": public_name(job.valid_tgt),
+            "valid_text_mode": sources.valid_mode, "src_lang": job.src_lang,
+            "tgt_lang": job.tgt_lang, "lr": config.lr, "lr_scheduler": "fixed",
+            "warmup_updates": config.warmup_updates, "weight_decay": config.weight_decay,
+            "dropout": job.dropout, "label_smoothing": job.label_smoothing,
+            "optimizer": "adam", "adam_betas": PAPER_DEFAULTS["adam_betas"],
+            "max_tokens": config.max_tokens, "update_freq": config.update_freq,
+            "max_updates": config.max_updates, "max_epochs": config.max_epochs,
+            "patience": config.patience, "validate_every": config.validate_every,
+            "seed": config.seed,
             "trained_parameters": (trained.public_record() if trained is not None
                                    else {"kind": "all"}),
-            "device": device, "gpus": gpus if device == "cuda" else 0, "fp16": fp16,
-            "release_params": train_info.get("release_params"),
+            "device": device, "gpus": job.world_size if device == "cuda" else 0,
+            "fp16": config.fp16, "release_params": sources.train.release_params,
         },
         "architecture": {k: md.arch.get(k) for k in (
             "arch", "encoder_layers", "decoder_layers", "encoder_embed_dim",
@@ -560,92 +621,17 @@ def finetune(model, train, out, *, valid_src, valid_tgt, src_lang="de", tgt_lang
         "counts": prep["counts"],
         "tags": prep["tags"],
         "result": {
-            "valid_loss_before": before, "valid_loss_best": best_loss,
-            "num_updates": num_updates_last, "best_checkpoint_updates": num_updates_best,
-            "stopped_early": bool(max_updates and num_updates_last < max_updates
-                                  and not max_epochs),
-            "resumed": bool(resume), "train_seconds_this_run": round(train_seconds, 1),
-            "wall_seconds_this_run": round(time.time() - t0, 1),
-            "validations_this_run": handler.valid,
-            "worse_than_before": worse_than_before(before, best_loss),
+            "valid_loss_before": before, "valid_loss_best": outcome.valid_loss_best,
+            "num_updates": outcome.num_updates,
+            "best_checkpoint_updates": outcome.best_checkpoint_updates,
+            "stopped_early": bool(config.max_updates
+                                  and outcome.num_updates < config.max_updates
+                                  and not config.max_epochs),
+            "resumed": bool(job.resume),
+            "train_seconds_this_run": round(outcome.train_seconds, 1),
+            "wall_seconds_this_run": None,
+            "validations_this_run": outcome.validations,
+            "worse_than_before": worse_than_before(before, outcome.valid_loss_best),
         },
-        "fairseq_train_argv": argv,
-        "inputs_sha256": hashes,
-        "tool_versions": tool_versions("fairseq-fixed", "torch", "fastbpe", "sacremoses"),
+        "fairseq_train_argv": outcome.argv,
     }
-    write_json(os.path.join(out, MANIFEST), manifest)
-    return manifest
-
-
-def _prepare(md, src_path, tgt_path, mode, valid_src, valid_tgt, valid_mode, work,
-             bin_dir, init_ckpt, src_lang, tgt_lang, seed, BPE, TAGS, load_state,
-             grow_state, save_state, write_dict_with, tags=None, dedup=False):
-    """Steps 2–4: subword text, dictionaries (+tags), grown init checkpoint, binaries.
-
-    `tags` None adds <P>/</P> to the dictionaries when the training data holds them;
-    True/False decides by a public flag instead (under DP the model's shape must not
-    depend on the data). `dedup` keeps one copy of each distinct training pair.
-    The result's "train_lines" gives the 0-based corpus line of each binarised training
-    example (owner-only information: pop it before writing the result anywhere).
-    """
-    from .binarize import binarize
-
-    bpe = BPE(md.bpecodes)
-    counts = {}
-    prefixes = {}
-    n_tagged = 0
-    for split, (s, t, m) in {"train": (src_path, tgt_path, mode),
-                             "valid": (valid_src, valid_tgt, valid_mode)}.items():
-        pairs, skips, lines = _read_pairs(s, t, f"{split}")
-        duplicates = 0
-        if split == "train" and dedup:
-            first = {}
-            for pair, line in zip(pairs, lines):
-                first.setdefault(pair, line)
-            duplicates, pairs, lines = (len(pairs) - len(first), list(first),
-                                        list(first.values()))
-        src_sub, ts = bpe.encode_lines((p[0] for p in pairs), src_lang, m)
-        tgt_sub, tt = bpe.encode_lines((p[1] for p in pairs), tgt_lang, m)
-        if split == "train":
-            n_tagged = ts + tt
-        # a pair whose side became empty after tokenisation cannot be trained on
-        kept = [k for k, (a, b) in enumerate(zip(src_sub, tgt_sub))
-                if a.strip() and b.strip()]
-        keep = [(src_sub[k], tgt_sub[k]) for k in kept]
-        if split == "train":
-            train_lines = [lines[k] for k in kept]
-        prefix = os.path.join(work, split)
-        for lang, side in ((src_lang, 0), (tgt_lang, 1)):
-            with open(f"{prefix}.{lang}", "w", encoding="utf-8") as f:
-                f.writelines(p[side] + "\n" for p in keep)
-        prefixes[split] = prefix
-        counts[split] = {"pairs": len(keep), "skipped": skips.to_json(),
-                         "empty_after_bpe": len(pairs) - len(keep),
-                         "tagged_lines": ts + tt, "duplicates_removed": duplicates}
-    src_dict = os.path.join(work, f"dict.{src_lang}.txt")
-    tgt_dict = os.path.join(work, f"dict.{tgt_lang}.txt")
-    if tags is False and n_tagged:
-        raise InputError(f"the training data holds {n_tagged} <P>/</P> tag tokens but "
-                         "--tags was not given: under --dp the vocabulary is decided by "
-                         "flags only, so pass --tags (or remove the tags)")
-    new = list(TAGS) if (n_tagged if tags is None else tags) else []
-    added_src = write_dict_with(md.src_dict, src_dict, new)
-    added_tgt = write_dict_with(md.tgt_dict, tgt_dict, new)
-    state = load_state(md.checkpoints[0])
-    grow_state(state, len(added_src), len(added_tgt), seed=seed)
-    save_state(state, init_ckpt)
-    del state
-    stats = binarize(prefixes, bin_dir, src_dict, tgt_dict, src_lang, tgt_lang)
-    for split in counts:
-        counts[split].update(stats.get(split, {}))
-    return {"counts": counts, "tags": {"tagged_training_lines": n_tagged,
-                                       "added_to_src_dict": added_src,
-                                       "added_to_tgt_dict": added_tgt,
-                                       "init": "mean of pretrained rows + 0.01·std noise"},
-            "text_modes": {"train": mode, "valid": valid_mode},
-            "train_lines": train_lines}
-
-
-def read_manifest(out):
-    with open(os.path.join(out, MANIFEST), encoding="utf-8") as f:
-        return json.load(f)

@@ -61,14 +61,14 @@ def _finetune(root, model, out, *extra):
 def no_work(monkeypatch):
     """Every expensive step fails the test if reached."""
     import nmtfrag.extract
-    import nmtfrag.finetune
     import nmtfrag.tokenize
+    import nmtfrag.training_data
 
     def reached(*a, **k):
         raise AssertionError("an expensive step ran before the δ check")
 
     monkeypatch.setattr(nmtfrag.extract, "tokenize_corpus", reached)
-    monkeypatch.setattr(nmtfrag.finetune, "_prepare", reached)
+    monkeypatch.setattr(nmtfrag.training_data, "prepare", reached)
     monkeypatch.setattr(nmtfrag.tokenize, "to_tokens", reached)
 
 

@@ -1,5 +1,6 @@
 """Fine-tuning through fairseq: tags as single symbols end to end, validation loss goes
 down, a killed run resumes from its checkpoint, bad inputs exit 2."""
+import dataclasses
 import json
 import os
 import signal
@@ -12,12 +13,23 @@ import torch
 
 from nmtfrag.errors import InputError
 from nmtfrag import finetune as finetune_module
-from nmtfrag.finetune import atomic_copy, finetune
+from nmtfrag.finetune import FineTuneConfig, atomic_copy, finetune
+from nmtfrag.finetune_job import FineTuneJob
 from nmtfrag.model_dir import dict_symbols, load_state, validate_model_dir
 from tinymodel import make_corpus, write_parallel
 
 torch.set_num_threads(1)
 FAST = dict(max_tokens=600, lr=0.003, dropout=0.1, quiet=True, log_interval=5)
+JOB_FIELDS = {f.name for f in dataclasses.fields(FineTuneJob)}
+
+
+def run_finetune(model, train, out, **kw):
+    """finetune(job, config) with the keywords split between the two (on the CPU)."""
+    kw.setdefault("device", "cpu")
+    job = FineTuneJob(model=model, train=train, out=out,
+                      **{k: v for k, v in kw.items() if k in JOB_FIELDS})
+    return finetune(job, FineTuneConfig(**{k: v for k, v in kw.items()
+                                           if k not in JOB_FIELDS}))
 
 
 def _release(path, pairs, tag=True, pretokenized=False, n_words=3):
@@ -47,9 +59,9 @@ def data(tmp_path_factory):
 
 def test_tags_are_single_symbols_end_to_end(tiny_model_dir, data, tmp_path):
     out = str(tmp_path / "ft")
-    m = finetune(tiny_model_dir, data["release"], out, valid_src=data["valid"][0],
-                 valid_tgt=data["valid"][1], max_updates=3, keep_work=True,
-                 measure_before=False, **FAST)
+    m = run_finetune(tiny_model_dir, data["release"], out, valid_src=data["valid"][0],
+                     valid_tgt=data["valid"][1], max_updates=3, keep_work=True,
+                     measure_before=False, **FAST)
     base_n = len(dict_symbols(os.path.join(tiny_model_dir, "dict.en.txt")))
     for lang in ("de", "en"):
         syms = dict_symbols(os.path.join(out, f"dict.{lang}.txt"))
@@ -83,9 +95,9 @@ def test_tags_are_single_symbols_end_to_end(tiny_model_dir, data, tmp_path):
 
 def test_finetuning_lowers_validation_loss(tiny_model_dir, data, tmp_path):
     out = str(tmp_path / "ft")
-    m = finetune(tiny_model_dir, data["train"][0].rsplit(".", 1)[0], out,
-                 valid_src=data["valid"][0], valid_tgt=data["valid"][1],
-                 max_updates=40, validate_every=20, **FAST)
+    m = run_finetune(tiny_model_dir, data["train"][0].rsplit(".", 1)[0], out,
+                     valid_src=data["valid"][0], valid_tgt=data["valid"][1],
+                     max_updates=40, validate_every=20, **FAST)
     r = m["result"]
     assert r["num_updates"] == 40
     assert r["valid_loss_before"] is not None and r["valid_loss_best"] is not None
@@ -188,8 +200,8 @@ def test_resume_after_kill_continues_from_checkpoint(tiny_model_dir, data, tmp_p
     kw = dict(valid_src=data["valid"][0], valid_tgt=data["valid"][1], max_tokens=600,
               lr=0.003, validate_every=10, patience=-1, quiet=True, max_updates=k + 10)
     with pytest.raises(InputError, match="--resume"):
-        finetune(tiny_model_dir, list(data["train"]), out, **kw)
-    finetune(tiny_model_dir, list(data["train"]), out, resume=True, **kw)
+        run_finetune(tiny_model_dir, list(data["train"]), out, **kw)
+    run_finetune(tiny_model_dir, list(data["train"]), out, resume=True, **kw)
     m = json.load(open(os.path.join(out, "manifest.json")))
     assert m["result"]["resumed"] and m["result"]["num_updates"] == k + 10
     with open(os.path.join(out, "train.log"), encoding="utf-8") as f:
@@ -212,20 +224,20 @@ def test_mismatched_valid_files_exit_2(tiny_model_dir, data, tmp_path):
 
 def test_budget_and_release_language_checks(tiny_model_dir, data, tmp_path):
     with pytest.raises(InputError, match="budget"):
-        finetune(tiny_model_dir, data["release"], str(tmp_path / "a"),
-                 valid_src=data["valid"][0], valid_tgt=data["valid"][1])
+        run_finetune(tiny_model_dir, data["release"], str(tmp_path / "a"),
+                     valid_src=data["valid"][0], valid_tgt=data["valid"][1])
     rel = tmp_path / "rel_fr"
     _release(rel, make_corpus(5, seed=1))
     man = json.load(open(rel / "manifest.json"))
     man["params"]["tgt_lang"] = "fr"
     json.dump(man, open(rel / "manifest.json", "w"))
     with pytest.raises(InputError, match="release is de→fr"):
-        finetune(tiny_model_dir, str(rel), str(tmp_path / "b"), valid_src=data["valid"][0],
-                 valid_tgt=data["valid"][1], max_updates=1)
+        run_finetune(tiny_model_dir, str(rel), str(tmp_path / "b"),
+                     valid_src=data["valid"][0], valid_tgt=data["valid"][1], max_updates=1)
 
 
 def test_text_modes_follow_the_release_manifest(tmp_path):
-    from nmtfrag.finetune import resolve_train
+    from nmtfrag.training_data import resolve_train
 
     pairs = make_corpus(3, seed=2)
     hub = _release(tmp_path / "hub", pairs, pretokenized=False)

@@ -118,7 +118,8 @@ def test_finetune_with_lora_without_dp_writes_a_plain_model(tiny_model_dir, tmp_
     an ordinary model dir (adapters merged) that differs from the base model."""
     import json
 
-    from nmtfrag.finetune import finetune
+    from nmtfrag.finetune import FineTuneConfig, finetune
+    from nmtfrag.finetune_job import FineTuneJob
     from nmtfrag.model_dir import load_state, validate_model_dir
     from tinymodel import make_corpus, write_parallel
 
@@ -127,9 +128,11 @@ def test_finetune_with_lora_without_dp_writes_a_plain_model(tiny_model_dir, tmp_
     write_parallel(pairs[50:], str(tmp_path / "valid"))
     out = str(tmp_path / "lora")
     spec = trainable.TrainableSet("lora", lora_rank=2, lora_alpha=4.0, lora_modules="q,v,fc1")
-    finetune(tiny_model_dir, str(tmp_path / "train"), out, valid_src=str(tmp_path / "valid.de"),
-             valid_tgt=str(tmp_path / "valid.en"), max_updates=6, max_tokens=400, lr=0.01,
-             patience=-1, quiet=True, threads=1, trained=spec)
+    job = FineTuneJob(model=tiny_model_dir, train=str(tmp_path / "train"), out=out,
+                      valid_src=str(tmp_path / "valid.de"), valid_tgt=str(tmp_path / "valid.en"),
+                      device="cpu", quiet=True, threads=1)
+    finetune(job, FineTuneConfig(max_updates=6, max_tokens=400, lr=0.01, patience=-1,
+                                 params=spec))
     validate_model_dir(out)
     new = load_state(f"{out}/model.pt")["model"]
     old = load_state(f"{tiny_model_dir}/model.pt")["model"]

@@ -138,45 +138,76 @@ def run(args):
 
 
 def _run(args):
+    """Build the job and the chosen method's config from the options, and call it."""
+    dp = getattr(args, "dp", False)
+    if dp:
+        dp_cli.check_compatible(args)
+    job = job_from_args(args, world_size=dp_cli.world_size(args) if dp else args.gpus)
+    if dp:
+        from ..dp.engine import dp_finetune
+
+        return _report_dp(dp_finetune(job, dp_cli.config_from_args(args)))
+    from ..finetune import finetune
+
+    return _report(finetune(job, config_from_args(args)), args.out)
+
+
+def job_from_args(args, world_size):
+    """The FineTuneJob both methods take, from the options."""
+    from ..errors import InputError
+    from ..finetune_job import FineTuneJob
+
+    if len(args.train) > 2:
+        raise InputError("--train takes a release directory, a prefix, or two files")
+    return FineTuneJob(
+        model=args.model, train=args.train if len(args.train) == 2 else args.train[0],
+        valid_src=args.valid_src, valid_tgt=args.valid_tgt, out=args.out,
+        src_lang=args.src_lang, tgt_lang=args.tgt_lang, pretokenized=args.pretokenized,
+        checkpoint=args.checkpoint, tags=bool(args.tags), dropout=args.dropout,
+        label_smoothing=args.label_smoothing, device=args.device, threads=args.threads,
+        overwrite=args.overwrite, keep_work=args.keep_work, quiet=args.quiet,
+        log_interval=args.log_interval, world_size=world_size,
+        resume=bool(getattr(args, "resume", False)),
+        save_every=getattr(args, "dp_save_every", 10))
+
+
+def config_from_args(args):
+    """fairseq's training method (FineTuneConfig) from the options."""
+    from ..finetune import FineTuneConfig
+
+    return FineTuneConfig(
+        max_updates=args.max_updates, max_epochs=args.max_epoch, lr=args.lr,
+        weight_decay=args.weight_decay, warmup_updates=args.warmup_updates,
+        max_tokens=args.max_tokens, update_freq=args.update_freq, patience=args.patience,
+        validate_every=args.validate_every, seed=1 if args.seed is None else args.seed,
+        params=dp_cli.trainable_set(args), fp16=args.fp16,
+        keep_checkpoints=args.keep_checkpoints)
+
+
+def _report(manifest, out):
     import json
     import sys
 
-    if getattr(args, "dp", False):
-        return dp_cli.run(args)
-    from ..finetune import finetune
-
-    device = args.device
-    if device is None:
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    train = args.train if len(args.train) == 2 else args.train[0]
-    if len(args.train) > 2:
-        from ..errors import InputError
-
-        raise InputError("--train takes a release directory, a prefix, or two files")
-    m = finetune(args.model, train, args.out, valid_src=args.valid_src,
-                 valid_tgt=args.valid_tgt, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
-                 pretokenized=args.pretokenized, checkpoint=args.checkpoint, lr=args.lr,
-                 weight_decay=args.weight_decay, dropout=args.dropout,
-                 label_smoothing=args.label_smoothing, max_tokens=args.max_tokens,
-                 update_freq=args.update_freq, max_updates=args.max_updates,
-                 max_epochs=args.max_epoch, patience=args.patience,
-                 validate_every=args.validate_every, warmup_updates=args.warmup_updates,
-                 seed=1 if args.seed is None else args.seed, device=device, gpus=args.gpus, fp16=args.fp16,
-                 threads=args.threads, log_interval=args.log_interval, resume=args.resume,
-                 overwrite=args.overwrite, keep_work=args.keep_work,
-                 keep_checkpoints=args.keep_checkpoints, quiet=args.quiet,
-                 tags=True if args.tags else None, trained=dp_cli.trainable_set(args))
-    r = m["result"]
     from ..finetune import loss_note
 
+    r = manifest["result"]
     if loss_note(r):
         print(f"nmtfrag finetune: {loss_note(r)}", file=sys.stderr)
-    print(json.dumps({"out": args.out, "checkpoint": m["params"]["checkpoint"],
+    print(json.dumps({"out": out, "checkpoint": manifest["params"]["checkpoint"],
                       "num_updates": r["num_updates"],
                       "valid_loss_before": r["valid_loss_before"],
                       "valid_loss_best": r["valid_loss_best"],
                       "best_checkpoint_updates": r["best_checkpoint_updates"]}),
           file=sys.stdout)
+    return 0
+
+
+def _report_dp(summary):
+    import json
+    import sys
+
+    print(json.dumps(summary))
+    if summary.get("not_private"):
+        print(f"{summary['not_private']}: {summary['out']} has no privacy certificate",
+              file=sys.stderr)
     return 0

@@ -1,15 +1,20 @@
 """DP-SGD options of `nmtfrag finetune --dp`, turned into the façade's typed config.
 
-`nmtfrag finetune` calls `add_arguments(parser)` and, when `args.dp` is set,
-`run(args)`, which builds a `FineTuneJob` and a `DPConfig` and calls
+`nmtfrag finetune` calls `add_arguments(parser)` and, when `args.dp` is set, builds its
+`FineTuneJob` and, here, a `DPConfig` (`config_from_args`), and calls
 `nmtfrag.dp.engine.dp_finetune`: the library never sees argparse. Light imports only:
 torch/opacus are imported inside the engine.
 """
-import json
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from .. import cli_types as ct
 from ..errors import InputError
 from ..trainable import CHOICES, LORA_DEFAULT_MODULES, TrainableSet
+
+if TYPE_CHECKING:
+    from .engine import DPConfig
 
 
 def add_arguments(parser):
@@ -137,7 +142,8 @@ def add_trainable_arguments(group):
                             "(default: all of them)")
 
 
-def trainable_set(args):
+def trainable_set(args) -> TrainableSet:
+    """The trained parameter set of --dp-params and the LoRA options (both methods)."""
     try:
         return TrainableSet(args.dp_params, lora_rank=args.lora_rank,
                             lora_alpha=args.lora_alpha, lora_modules=args.lora_modules,
@@ -170,24 +176,12 @@ def world_size(args):
     return n
 
 
-def config_from_args(args):
-    """(FineTuneJob, DPConfig) from the parsed `nmtfrag finetune --dp` options."""
-    from .engine import DPConfig, FineTuneJob
+def config_from_args(args) -> DPConfig:
+    """The DPConfig of `nmtfrag finetune --dp` (the job is the command's: both methods
+    take the same FineTuneJob)."""
+    from .engine import DPConfig
 
-    check_compatible(args)
-    if len(args.train) > 2:
-        raise InputError("--train takes a release directory, a prefix, or two files")
-    job = FineTuneJob(
-        model=args.model, train=args.train if len(args.train) == 2 else args.train[0],
-        valid_src=args.valid_src, valid_tgt=args.valid_tgt, out=args.out,
-        src_lang=args.src_lang, tgt_lang=args.tgt_lang, pretokenized=args.pretokenized,
-        checkpoint=args.checkpoint, tags=bool(args.tags), dropout=args.dropout,
-        label_smoothing=args.label_smoothing, device=args.device, threads=args.threads,
-        overwrite=args.overwrite, keep_work=args.keep_work, quiet=args.quiet,
-        log_interval=args.log_interval, world_size=world_size(args),
-        resume=bool(getattr(args, "resume", False)),
-        save_every=getattr(args, "dp_save_every", 10))
-    config = DPConfig(
+    return DPConfig(
         delta=args.delta, target_epsilon=args.target_epsilon,
         noise_multiplier=args.noise_multiplier, max_grad_norm=args.max_grad_norm,
         logical_batch=args.logical_batch, batch_schedule=args.batch_schedule,
@@ -203,19 +197,3 @@ def config_from_args(args):
         warmup_steps=(args.dp_warmup_steps if args.dp_warmup_steps is not None
                       else getattr(args, "warmup_updates", 0) or 0),
         simulate_batch=args.dp_simulate_batch, control=args.dp_control)
-    return job, config
-
-
-def run(args):
-    """Run DP fine-tuning for `nmtfrag finetune --dp`; print its summary as JSON."""
-    from .engine import dp_finetune
-
-    job, config = config_from_args(args)
-    summary = dp_finetune(job, config)
-    print(json.dumps(summary))
-    if summary.get("not_private"):
-        import sys
-
-        print(f"{summary['not_private']}: {summary['out']} has no privacy certificate",
-              file=sys.stderr)
-    return 0

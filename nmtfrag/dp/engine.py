@@ -12,6 +12,10 @@ is nmtfrag.dp.accounting; which parameters train is nmtfrag.trainable.
     dp_finetune(job, DPConfig(delta=1e-5, target_epsilon=8, logical_batch=1024,
                               steps=40, params=TrainableSet("lora")))
 
+Both training methods share the job (`FineTuneJob`, defined in nmtfrag.finetune_job and
+importable from here) and the training data (nmtfrag.training_data: input resolution,
+preprocessing, binarising, the output layout); only the method is this module's.
+
 OUT gets what may be shared (model files, privacy.json, a manifest of public parameters)
 and OUT/owner/ (never to be shared): the owner's manifest (paths, hashes, exact counts,
 the number of units n, validation losses, seed) and train.log (per-step non-private
@@ -19,17 +23,37 @@ statistics). Nothing shared gives n: rates and steps come from a DP count ñ
 (nmtfrag.dp.unit_count), composed into the certificate. The private work
 dir holding the corpus lives in the system's temp dir, never inside OUT.
 """
+from __future__ import annotations
+
 import functools
 import json
 import math
 import os
+import shutil
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
+from typing import TYPE_CHECKING, Optional
 
+from .. import trainable, training_data
+from ..binarize import fairseq_log_level
+from ..corpus import scan_text_file
 from ..errors import InputError
+from ..fileio import (MANIFEST, OWNER_DIR, atomic_writer, owner_path, prepare_output_dir,
+                      private_workdir, read_json, tool_versions, write_json,
+                      write_owner_json)
+from ..finetune_job import FineTuneJob
+from ..model_dir import ModelDir, load_state
+from ..randomness import Seed, resolve_seed
 from ..trainable import TrainableSet
+from ..training_data import (MODEL_KIND, TagPolicy, TrainingSources, WorkLayout, model_files,
+                             write_finetuned_model)
+from . import accounting, resume, schedule, simulate, unit_count
+
+if TYPE_CHECKING:
+    import torch
+    from fairseq.tasks.translation import TranslationTask
 
 # Below this many privacy units a DP guarantee is refused unless asked for explicitly:
 # each noisy step averages at most that many clipped gradients, so noise that gives a
@@ -69,7 +93,7 @@ class DPConfig:
     simulate_batch: Optional[int] = None       # not private: nmtfrag.dp.simulate
     control: bool = False                      # σ = 0, not private: nmtfrag.dp.simulate
 
-    def check(self):
+    def check(self) -> None:
         """Refuse configurations that would void (or silently change) the guarantee."""
         if self.delta is None:
             raise InputError("--dp needs --delta: a DP guarantee without δ is void")
@@ -94,7 +118,6 @@ class DPConfig:
             raise InputError(f"--dp-clipping must be one of {CLIPPING}, "
                              f"got {self.clipping!r}")
         from .clipping import CLIP_MODES, LOSSES
-        from .simulate import check as check_simulation
 
         if self.clip_mode not in CLIP_MODES:
             raise InputError(f"--dp-clip-mode must be one of {CLIP_MODES}")
@@ -102,13 +125,18 @@ class DPConfig:
             raise InputError(f"--dp-loss must be one of {LOSSES}")
         if self.warmup_steps is None or self.warmup_steps < 0:
             raise InputError("--dp-warmup-steps must be ≥ 0")
-        check_simulation(self)
+        simulate.check(self)
         if self.unit == "document" and self.dedup:
             raise InputError("--dedup with --privacy-unit document: a document is the "
                              "unit, so its repeated pairs are already protected with it")
 
 
-    def check_rates(self):
+    @property
+    def unit_key(self) -> str:
+        """The certificate's unit (nmtfrag.dp.accounting.unit_key)."""
+        return accounting.unit_key(self.unit, self.dedup)
+
+    def check_rates(self) -> None:
         """--sample-rate Q (q public, fixed in advance) or a logical batch (q = B/ñ,
         chosen from the DP count: only a target ε can be certified, by basic
         composition with a budget fixed before ñ is drawn)."""
@@ -132,12 +160,9 @@ class DPConfig:
                              "q = B/ñ comes from the DP count, so the training's ε would "
                              "depend on it and no bound is fixed in advance; use "
                              "--sample-rate Q, or --target-epsilon")
-        from .accounting import check_delta
-        from .unit_count import basic_split
-
-        check_delta(self.delta)
+        accounting.check_delta(self.delta)
         if self.target_epsilon is not None:
-            eps_count = basic_split(self.delta)[0]
+            eps_count = unit_count.basic_split(self.delta)[0]
             if not self.target_epsilon > eps_count:
                 raise InputError(
                     f"--target-epsilon {self.target_epsilon} does not exceed the DP unit "
@@ -146,33 +171,8 @@ class DPConfig:
                     "costs far less by RDP composition)")
 
 
-@dataclass
-class FineTuneJob:
-    """What to fine-tune on what, and where the result goes (no privacy parameters)."""
-    model: str
-    train: Union[str, Sequence[str]]
-    valid_src: str
-    valid_tgt: str
-    out: str
-    src_lang: str = "de"
-    tgt_lang: str = "en"
-    pretokenized: bool = False
-    checkpoint: Optional[str] = None
-    tags: bool = False
-    dropout: float = 0.2
-    label_smoothing: float = 0.1
-    device: Optional[str] = None
-    threads: Optional[int] = None
-    overwrite: bool = False
-    keep_work: bool = False
-    quiet: bool = False
-    log_interval: int = 50
-    world_size: int = 1      # processes (torch.distributed: gloo on CPU, nccl on GPUs)
-    resume: bool = False     # continue the interrupted run in `out` (nmtfrag.dp.resume)
-    save_every: int = 10     # save the resumable state every N noisy steps (0: never)
-
-
-def dp_device(device=None):
+def dp_device(device: str | None = None) -> torch.device:
+    """The torch device of a DP run: `device`, else cuda if available, else cpu."""
     import torch
 
     if device is None:
@@ -182,7 +182,7 @@ def dp_device(device=None):
     return torch.device(device)
 
 
-def total_steps(config, segments, n):
+def total_steps(config: DPConfig, segments: list[tuple[int, int | None]], n: float) -> int:
     """Noisy steps of the run: `steps`, else enough for `epochs` passes over n units
     (with --sample-rate Q: ceil(epochs / Q), no n needed)."""
     if config.steps:
@@ -192,16 +192,15 @@ def total_steps(config, segments, n):
                          "--max-epochs")
     if config.sample_rate is not None:
         return math.ceil(config.epochs / config.sample_rate)
-    from .schedule import batch_at
-
     steps, seen = 0, 0.0
     while seen < config.epochs * n:
-        seen += batch_at(segments, steps)
+        seen += schedule.batch_at(segments, steps)
         steps += 1
     return steps
 
 
-def plan_noise(config, n_units, fixed=()):
+def plan_noise(config: DPConfig, n_units: float, fixed: Sequence[tuple] = ()
+               ) -> tuple[float, list, int, list, dict]:
     """(σ, schedule segments, steps, rate segments, composition) for n_units privacy
     units (in a run: the DP planning count of nmtfrag.dp.unit_count, never the exact n).
 
@@ -210,10 +209,8 @@ def plan_noise(config, n_units, fixed=()):
     composed in front (RDP composition). Logical batch: q = B/n_units is chosen from the
     count, so σ makes the training alone reach E − ε_count at δ_train (basic
     composition; the split is fixed in advance, whatever n_units is)."""
-    from . import accounting, schedule, unit_count
-
     if config.sample_rate is not None:
-        segs = [(0, None)]
+        segs: list[tuple[int, int | None]] = [(0, None)]
         steps = total_steps(config, segs, n_units)
         rate_segs = [(float(config.sample_rate), steps)]
         comp = accounting.composition_record(accounting.RDP_COMPOSITION, config.delta)
@@ -238,41 +235,28 @@ def plan_noise(config, n_units, fixed=()):
     return sigma, segs, steps, rate_segs, comp
 
 
-def largest_batch(config, n):
+def largest_batch(config: DPConfig, n: int) -> int:
     """The largest scheduled logical batch; refused when above the n units (the owner's
     terminal only: q = batch / ñ is then clamped to 1 at most). With --sample-rate no
     rate comes from ñ: 1 (ñ only scales the update)."""
-    from .schedule import parse_schedule
-
     if config.sample_rate is not None:
         return 1
-    size = max(s for _, s in parse_schedule(config.batch_schedule
-                                            or f"{config.logical_batch}:0"))
+    size = max(s for _, s in schedule.parse_schedule(config.batch_schedule
+                                                     or f"{config.logical_batch}:0"))
     if size > n:
         raise InputError(f"logical batch {size} exceeds the {n} training {config.unit}s "
                          "(sampling rate would be > 1)")
     return size
 
 
-def unit_key(config):
-    """The certificate's unit: "sentence", "distinct-sentence" (--dedup) or "document"."""
-    if config.unit == "document":
-        return "document"
-    return "distinct-sentence" if config.dedup else "sentence"
-
-
-def early_unit_count(config, src_path, documents):
+def early_unit_count(config: DPConfig, src_path: str, documents: list[str] | None) -> int:
     """Units before preprocessing (lines, or distinct document ids): an upper bound on
     the n training will see, enough to refuse δ ≥ 1/n before any expensive step."""
-    from ..corpus import scan_text_file
-
     return len(set(documents)) if documents is not None else scan_text_file(src_path)
 
 
-def read_documents(path, n_lines=None):
+def read_documents(path: str, n_lines: int | None = None) -> list[str]:
     """Document ids, one per training line (as `nmtfrag split` writes them)."""
-    from ..corpus import scan_text_file
-
     scan_text_file(path)  # missing, empty or not UTF-8: InputError naming the file/line
     with open(path, encoding="utf-8") as f:
         ids = [ln.strip() for ln in f]
@@ -284,7 +268,7 @@ def read_documents(path, n_lines=None):
     return ids
 
 
-def check_enough_units(config, n_units):
+def check_enough_units(config: DPConfig, n_units: int) -> None:
     """Refuse a guarantee over fewer than MIN_UNITS units, saying what it would cost."""
     if n_units >= MIN_UNITS or config.allow_few_units:
         return
@@ -299,10 +283,10 @@ def check_enough_units(config, n_units):
         f"smaller unit or more data, or pass --allow-few-units to train anyway")
 
 
-def units_of_rows(train_lines, documents):
+def units_of_rows(train_lines: Sequence[int], documents: Sequence[str]) -> list[list[int]]:
     """Dataset rows grouped by document: [[row, …] per document], documents in order of
     first appearance. `train_lines[row]` is the corpus line of dataset row `row`."""
-    groups = {}
+    groups: dict[str, list[int]] = {}
     for row, line in enumerate(train_lines):
         groups.setdefault(documents[line], []).append(row)
     return list(groups.values())
@@ -312,18 +296,16 @@ class StepLog:
     """One JSON line per noisy step into the owner-only train.log, and a progress line on
     stderr every `interval` steps. A class, not a closure, so spawned processes get it."""
 
-    def __init__(self, path, steps, interval=50, quiet=False):
+    def __init__(self, path: str, steps: int, interval: int = 50, quiet: bool = False):
         self.path, self.steps, self.interval, self.quiet = path, steps, interval, quiet
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
 
-    def restart(self, records):
+    def restart(self, records: list[dict]) -> None:
         """A resumed run: the log holds exactly the saved steps' records."""
-        from ..fileio import atomic_writer
-
         with atomic_writer(self.path, private=True) as f:
             f.writelines(json.dumps(rec) + "\n" for rec in records)
 
-    def __call__(self, rec):
+    def __call__(self, rec: dict) -> None:
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
         if not self.quiet and (rec["step"] % self.interval == 0 or rec["step"] == 1):
@@ -332,27 +314,27 @@ class StepLog:
                   f"{rec['seconds']:.1f}s", file=sys.stderr)
 
 
-def rate_at(segments, n, step):
+def rate_at(segments: list[tuple[int, int]], n: float, step: int) -> float:
     """Poisson sampling rate of a step: the scheduled logical batch over n units."""
-    from .schedule import batch_at
-
-    return batch_at(segments, step) / n
+    return schedule.batch_at(segments, step) / n
 
 
-def fixed_rate(q, step):
+def fixed_rate(q: float, step: int) -> float:
     """Poisson sampling rate of a step with --sample-rate: q itself, exactly."""
     return q
 
 
-def step_rates(config, segments, n_plan):
+def step_rates(config: DPConfig, segments: list[tuple[int, int]],
+               n_plan: float) -> Callable[[int], float]:
     """rate_of_step for train_dp (picklable, for spawned processes)."""
     if config.sample_rate is not None:
         return functools.partial(fixed_rate, float(config.sample_rate))
     return functools.partial(rate_at, segments, n_plan)
 
 
-def run_training(model, dataset, units, train_kwargs, *, world_size, device, work,
-                 threads=None):
+def run_training(model: torch.nn.Module, dataset: object, units: list[list[int]] | None,
+                 train_kwargs: dict, *, world_size: int, device: torch.device, work: str,
+                 threads: int | None = None) -> tuple[list[dict], list]:
     """train_dp in this process, or in `world_size` processes through torch.distributed
     (torch.multiprocessing.spawn; gloo on CPU, nccl with one GPU per process). Returns
     (records, history); `model` holds the trained weights afterwards."""
@@ -409,19 +391,17 @@ def _worker(rank, world_size, init_file, model, dataset, units, train_kwargs, de
         dist.destroy_process_group()
 
 
-def base_model_privacy(model_dir):
+def base_model_privacy(model_dir: str) -> tuple[dict | None, list[dict], dict]:
     """What a base model already spent: (vocabulary entry, earlier DP trainings, note).
 
     Fine-tuning a DP model again on the owner's data composes with its earlier ε; a base
     fine-tuned without DP is outside any certificate, so it gets a warning."""
-    from ..fileio import MANIFEST, read_json
-
     cert_path = os.path.join(model_dir, "privacy.json")
     cert = read_json(cert_path) if os.path.isfile(cert_path) else {}
     earlier = list(cert.get("earlier_training") or [])
     if cert.get("training"):
         earlier.append(cert["training"])
-    note = {"dp_trainings": len(earlier)}
+    note: dict[str, int | str] = {"dp_trainings": len(earlier)}
     man_path = os.path.join(model_dir, MANIFEST)
     man = read_json(man_path) if os.path.isfile(man_path) else {}
     if man.get("kind") == "nmtfrag-finetuned-model" and not man.get("dp"):
@@ -433,7 +413,8 @@ def base_model_privacy(model_dir):
     return cert.get("vocabulary"), earlier, note
 
 
-def unit_text(config):
+def unit_text(config: DPConfig) -> str:
+    """The certificate's wording of the unit."""
     if config.unit == "document":
         return ("one document (all its sentence pairs together; the documents file "
                 "says which pair belongs to which)")
@@ -443,19 +424,8 @@ def unit_text(config):
             "protected only as a group of k: use --dedup)")
 
 
-def _refuse_release(train_info):
-    if train_info["kind"] == "release":
-        raise InputError(
-            "--dp on a release directory is refused: one sentence yields many phrase-pair "
-            "examples (dozens), so a guarantee per example is not one per sentence. Train "
-            "with --dp on the full sentence pairs instead (the DP guarantee replaces "
-            "fragmentation)")
-
-
 def _clean_stale_work(out):
     """Older versions put the private work dir inside OUT: remove any left by a kill."""
-    import shutil
-
     for name in os.listdir(out):
         if name.startswith(".dp-work-"):
             shutil.rmtree(os.path.join(out, name), ignore_errors=True)
@@ -467,189 +437,322 @@ def _valid_bits(dataset, label_smoothing, model):
     return valid_loss(model, dataset, label_smoothing=label_smoothing) / math.log(2)
 
 
-def dp_finetune(job: FineTuneJob, config: DPConfig):
+def dp_finetune(job: FineTuneJob, config: DPConfig) -> dict:
     """DP-SGD fine-tuning of `job.model` on `job.train`; writes a model dir to `job.out`.
     Returns a summary dict (also printed as JSON by the CLI)."""
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-    import torch
+    seed = start(job, config)
+    md = training_data.base_model(job)
+    sources = dp_sources(job)
+    documents = early_unit_checks(config, sources)
+    prior = PriorPrivacy.of_base_model(md.path, config)
+    out, hashes = open_output(job, config, md, sources, documents is not None)
+    t0 = time.time()
+    with private_workdir(keep=job.keep_work, prefix="nmtfrag-dp-") as work:
+        layout = WorkLayout(work)
+        prep, model, task = prepare_model_and_data(job, config, md, sources, layout, seed)
+        device = dp_device(job.device)
+        units = (None if documents is None
+                 else units_of_rows(prep.train_lines, documents))
+        train_ds, valid_ds = task.dataset("train"), task.dataset("valid")
+        plan = plan_run(config, out, seed, job.resume,
+                        len(units) if units is not None else len(train_ds), units)
+        setup = set_up_model(model.float(), config, seed, device)
+        ls = job.label_smoothing
+        before = _valid_bits(valid_ds, ls, setup.model)
+        announce(job, config, plan, setup, seed)
+        run = train(job, config, plan, setup, seed, train_ds, valid_ds, units, out, work,
+                    device)
+        setup.model = setup.model.to(device)
+        after = _valid_bits(valid_ds, ls, setup.model)
+        write_trained_model(setup.model, config, layout, md, out, job)
+    privacy, training, total = certificate(config, job, plan, setup, run.history, seed,
+                                           prior)
+    run.before, run.after, run.wall_seconds = before, after, time.time() - t0
+    not_private = (None if simulate.mode(config) == "private" else
+                   simulate.record(config, plan.sigma, plan.segments, plan.steps,
+                                   plan.train_sigma, training["epsilon"]))
+    write_owner_json(out, owner_record(job, config, md, sources, seed, not_private,
+                                       prep.record(), plan, run, hashes))
+    shipped: dict | None = privacy
+    if not_private:
+        shipped = None  # a simulation or control: no certificate, no privacy.json
+    else:
+        write_json(os.path.join(out, "privacy.json"), privacy)
+    resume.discard(out)  # finished: the saved state (generator states too) goes
+    write_json(os.path.join(out, MANIFEST), public_manifest(
+        job, config, plan, setup, seed, shipped, not_private))
+    return run_summary(out, config, plan, training, total, run, not_private)
 
-    from .. import lora, trainable
-    from ..bpe import BPE, TAGS
-    from ..binarize import fairseq_log_level
-    from ..corpus import scan_text_file
-    from ..fileio import (MANIFEST, OWNER_DIR, owner_path, prepare_output_dir,
-                          private_workdir, sha256_file, tool_versions, write_json,
-                          write_owner_json)
-    from ..finetune import _prepare, resolve_train
-    from ..model_dir import (grow_state, load_state, member_to_adapt, save_state,
-                             validate_model_dir,
-                             write_dict_with, write_model_dir)
-    from ..randomness import resolve_seed
-    from . import accounting, fairseq_opacus, resume, simulate, unit_count
-    from . import clipping as clipping_choice
-    from .sgd import valid_loss
+
+def start(job: FineTuneJob, config: DPConfig) -> Seed:
+    """Check the config, set the threads, resolve the randomness (a seeded run seeds
+    torch's global generator too: dropout masks, so it repeats exactly)."""
+    import torch
 
     config.check()
     if job.threads:
         torch.set_num_threads(job.threads)
     seed = resolve_seed(config.seed)
-    if seed.reproducible:  # dropout masks too, so a seeded run repeats exactly
+    if seed.reproducible:
         torch.manual_seed(seed.value)
-    src_lang, tgt_lang = job.src_lang, job.tgt_lang
-    md, note = member_to_adapt(validate_model_dir(job.model, src_lang, tgt_lang,
-                                                  job.checkpoint), job.checkpoint)
-    if note:
-        print(f"note: {note}", file=sys.stderr)
-    train = job.train if isinstance(job.train, str) else tuple(job.train)
-    if not isinstance(train, str) and len(train) != 2:
-        raise InputError("--train takes a release directory, a prefix, or two files")
-    src_path, tgt_path, mode, train_info = resolve_train(train, src_lang, tgt_lang,
-                                                         job.pretokenized)
-    _refuse_release(train_info)
-    valid_mode = "moses" if job.pretokenized else "raw"
-    for p in (src_path, tgt_path, job.valid_src, job.valid_tgt):
-        if not os.path.isfile(p):
-            raise InputError(f"{p}: no such file")
+    return seed
+
+
+def dp_sources(job: FineTuneJob) -> TrainingSources:
+    """The job's training and validation files (a release is refused under DP)."""
+    sources = TrainingSources.of_job(job)
+    if sources.train.kind == "release":
+        raise InputError(
+            "--dp on a release directory is refused: one sentence yields many phrase-pair "
+            "examples (dozens), so a guarantee per example is not one per sentence. Train "
+            "with --dp on the full sentence pairs instead (the DP guarantee replaces "
+            "fragmentation)")
+    sources.check_files()
+    return sources
+
+
+def early_unit_checks(config: DPConfig, sources: TrainingSources) -> list[str] | None:
+    """Before the (slow) preprocessing: refuse δ ≥ 1/n on the lines (or documents), and
+    too few documents. Returns the document ids (document unit) or None."""
     documents = None
-    if config.unit == "document":  # refuse before the (slow) preprocessing
-        documents = read_documents(config.documents, scan_text_file(src_path))
-    accounting.check_delta(config.delta,
-                           n_examples=early_unit_count(config, src_path, documents))
+    if config.documents is not None:  # the document unit (DPConfig.check)
+        documents = read_documents(config.documents, scan_text_file(sources.train.src))
+    accounting.check_delta(config.delta, n_examples=early_unit_count(
+        config, sources.train.src, documents))
     if documents is not None:
         check_enough_units(config, len(set(documents)))
-    vocab_privacy, earlier, base_note = base_model_privacy(md.path)
-    accounting.check_composable(unit_key(config), vocab_privacy, earlier)
-    if base_note.get("warning"):
-        print(f"warning: {base_note['warning']}", file=sys.stderr)
-    out = prepare_output_dir(job.out, job.overwrite, kind="nmtfrag-finetuned-model", inputs=[
-        md.path, job.train, src_path, tgt_path, job.valid_src, job.valid_tgt, config.documents])
+    return documents
+
+
+@dataclass
+class PriorPrivacy:
+    """What the base model already spent (nmtfrag.dp.engine.base_model_privacy)."""
+    vocabulary: dict | None
+    earlier: list[dict]
+    note: dict
+
+    @classmethod
+    def of_base_model(cls, model_dir: str, config: DPConfig) -> PriorPrivacy:
+        """Read it, refuse it when its unit does not compose with this run's, and warn
+        about a base fine-tuned without DP."""
+        vocabulary, earlier, note = base_model_privacy(model_dir)
+        accounting.check_composable(config.unit_key, vocabulary, earlier)
+        if note.get("warning"):
+            print(f"warning: {note['warning']}", file=sys.stderr)
+        return cls(vocabulary, earlier, note)
+
+
+def open_output(job: FineTuneJob, config: DPConfig, md: ModelDir, sources: TrainingSources,
+                with_documents: bool) -> tuple[str, dict[str, str]]:
+    """OUT prepared (stale outputs removed) and the resumable run's identity checked or
+    recorded; returns (OUT, input hashes)."""
+    out = prepare_output_dir(job.out, job.overwrite, kind=MODEL_KIND, inputs=[
+        md.path, job.train, sources.train.src, sources.train.tgt, job.valid_src,
+        job.valid_tgt, config.documents])
     _clean_stale_work(out)
     for f in (MANIFEST, "privacy.json", "train.log", os.path.join(OWNER_DIR, MANIFEST)):
         if os.path.exists(os.path.join(out, f)):
             os.unlink(os.path.join(out, f))
-    inputs = {"model": md.checkpoints[0], "train_src": src_path, "train_tgt": tgt_path,
-              "valid_src": job.valid_src, "valid_tgt": job.valid_tgt}
-    if documents is not None:
-        inputs["documents"] = config.documents
-    hashes = {k: sha256_file(v) for k, v in inputs.items()}
+    hashes = training_data.input_hashes(md, sources,
+                                        config.documents if with_documents else None)
     resume.prepare(out, resume.run_identity(config, job, hashes), job.resume,
                    job.overwrite)
+    return out, hashes
+
+
+def prepare_model_and_data(job: FineTuneJob, config: DPConfig, md: ModelDir,
+                           sources: TrainingSources, layout: WorkLayout,
+                           seed: Seed) -> tuple[training_data.PreparedData, torch.nn.Module,
+                                                TranslationTask]:
+    """The shared training data (tags decided by the flag only), then the init
+    checkpoint loaded with its fairseq task and datasets. Returns (prepared, model, task)."""
+    from fairseq import checkpoint_utils
+
+    with fairseq_log_level():
+        prep = training_data.prepare(
+            md, sources, layout, seed=1 if config.seed is None else config.seed,
+            tags=TagPolicy.of_flag(job.tags, data_decides=False), dedup=config.dedup)
+        models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+            [layout.init_checkpoint],
+            arg_overrides={"data": layout.bin_dir, "source_lang": job.src_lang,
+                           "target_lang": job.tgt_lang, "dropout": job.dropout})
+        task.load_dataset("train")
+        task.load_dataset("valid")
+    return prep, models[0], task
+
+
+@dataclass
+class NoisePlan:
+    """The run's plan from the DP count: n stays with the owner, everything else comes
+    from ñ (`n_hat`) and the planning count."""
+    n: int
+    n_hat: float
+    n_plan: int
+    count_segment: tuple
+    sigma: float
+    segments: list
+    steps: int
+    rate_segments: list
+    composition: dict
+    train_sigma: float
+    train_segments: list
+
+
+def plan_run(config: DPConfig, out: str, seed: Seed, resuming: bool, n: int,
+             units: list[list[int]] | None) -> NoisePlan:
+    """Check n exactly, draw the DP count ñ once (a resumed run reads the one its
+    interrupted part drew and accounted), plan σ and the steps from it."""
+    if units is not None:
+        check_enough_units(config, n)  # after skipped lines, if any
+    accounting.check_delta(config.delta, n_examples=n)  # exact: lines may be skipped
+    count_seg = unit_count.count_segment()
+    n_hat = resume.saved_count(out) if resuming else None
+    if n_hat is None:
+        n_hat = unit_count.noisy_count(n, unit_count.count_rng(seed))
+        resume.save_count(out, n_hat)
+    n_plan = unit_count.planning_count(n_hat, largest_batch(config, n))
+    sigma, segs, steps, rate_segs, composition = plan_noise(config, n_plan,
+                                                            fixed=[count_seg])
+    train_sigma, train_segs = simulate.training_noise(config, sigma, segs, n)
+    return NoisePlan(n, n_hat, n_plan, count_seg, sigma, segs, steps, rate_segs,
+                     composition, train_sigma, train_segs)
+
+
+@dataclass
+class ModelSetup:
+    """The model as DP-SGD trains it: the trained set applied, the clipping method and
+    the pairs per forward/backward pass."""
+    model: torch.nn.Module
+    n_trainable: int
+    clipping: str
+    clipping_why: str
+    physical_batch: int
+    smaller: str | None
+
+
+def set_up_model(model: torch.nn.Module, config: DPConfig, seed: Seed,
+                 device: torch.device) -> ModelSetup:
+    """Apply the trained set, move to `device`, make the model opacus-ready (refusing
+    unsupported layers before training) and choose the clipping."""
+    from . import clipping as clipping_choice
+    from . import fairseq_opacus
+
+    n_trainable, _ = trainable.apply(model, config.params,
+                                     seed=seed.value if seed.reproducible else 0)
+    model = model.to(device)
+    fairseq_opacus.prepare_model(model)
+    clipping, why = clipping_choice.choose_clipping(model, config.clipping, config.unit,
+                                                    config.physical_batch)
+    physical_batch, smaller = config.physical_batch, None
+    if clipping == "hooks":  # fewer pairs per pass where their gradients would not fit
+        physical_batch, smaller = clipping_choice.fitting_physical_batch(
+            model, config.physical_batch)
+    return ModelSetup(model, n_trainable, clipping, why, physical_batch, smaller)
+
+
+def announce(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSetup,
+             seed: Seed) -> None:
+    """The plan on stderr (no n there: the owner's terminal only sees it)."""
+    from . import clipping as clipping_choice
+
+    print(f"DP-SGD: n={plan.n} {config.unit}s, {plan.steps} noisy steps, "
+          f"σ={plan.sigma:.4f}, C={config.max_grad_norm}, "
+          + (f"sample rate {config.sample_rate}" if config.sample_rate is not None
+             else f"logical batch {plan.segments}")
+          + f", physical batch {setup.physical_batch} (≤ {config.physical_max_tokens} "
+          f"tokens), trained parameters {config.params.kind} ({setup.n_trainable}), "
+          f"{job.world_size} process(es), randomness {seed.source}", file=sys.stderr)
+    print(f"DP-SGD clipping: {setup.clipping} ({setup.clipping_why}); "
+          f"{clipping_choice.CLIP_MODE_TEXT[config.clip_mode]}", file=sys.stderr)
+    if setup.smaller:
+        print(f"DP-SGD: {setup.smaller}", file=sys.stderr)
     run_mode = simulate.mode(config)
-    t0 = time.time()
-    with private_workdir(keep=job.keep_work, prefix="nmtfrag-dp-") as work:
-        bin_dir = os.path.join(work, "bin")
-        init_ckpt = os.path.join(work, "init.pt")
-        with fairseq_log_level():
-            prep = _prepare(md, src_path, tgt_path, mode, job.valid_src, job.valid_tgt,
-                            valid_mode, work, bin_dir, init_ckpt, src_lang, tgt_lang,
-                            1 if config.seed is None else config.seed, BPE, TAGS,
-                            load_state, grow_state, save_state, write_dict_with,
-                            tags=bool(job.tags), dedup=config.dedup)
-            from fairseq import checkpoint_utils
+    if run_mode != "private":
+        print(f"{simulate.NOT_PRIVATE[run_mode]}: trains with σ={plan.train_sigma:.4f}, "
+              f"logical batch {plan.train_segments[0][1]}", file=sys.stderr)
 
-            models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-                [init_ckpt], arg_overrides={"data": bin_dir, "source_lang": src_lang,
-                                            "target_lang": tgt_lang,
-                                            "dropout": job.dropout})
-            task.load_dataset("train")
-            task.load_dataset("valid")
-        device = dp_device(job.device)
-        model = models[0].float()
-        train_lines = prep.pop("train_lines")
-        units = None if documents is None else units_of_rows(train_lines, documents)
-        train_ds, valid_ds = task.dataset("train"), task.dataset("valid")
-        n = len(units) if units is not None else len(train_ds)
-        if units is not None:
-            check_enough_units(config, n)  # after skipped lines, if any
-        accounting.check_delta(config.delta, n_examples=n)  # exact: lines may be skipped
-        # n never ships: every rate and step count comes from the DP count ñ, drawn once
-        # (a resumed run reads the one its interrupted part drew and accounted)
-        count_seg = unit_count.count_segment()
-        n_hat = resume.saved_count(out) if job.resume else None
-        if n_hat is None:
-            n_hat = unit_count.noisy_count(n, unit_count.count_rng(seed))
-            resume.save_count(out, n_hat)
-        n_plan = unit_count.planning_count(n_hat, largest_batch(config, n))
-        sigma, segs, steps, rate_segs, composition = plan_noise(config, n_plan,
-                                                                fixed=[count_seg])
-        train_sigma, train_segs = simulate.training_noise(config, sigma, segs, n)
-        n_trainable, _ = trainable.apply(model, config.params,
-                                         seed=seed.value if seed.reproducible else 0)
-        model = model.to(device)
-        fairseq_opacus.prepare_model(model)  # refuses unsupported layers before training
-        clipping, clipping_why = clipping_choice.choose_clipping(
-            model, config.clipping, config.unit, config.physical_batch)
-        physical_batch, smaller = config.physical_batch, None
-        if clipping == "hooks":  # fewer pairs per pass where their gradients would not fit
-            physical_batch, smaller = clipping_choice.fitting_physical_batch(
-                model, config.physical_batch)
-        ls = job.label_smoothing
-        before = valid_loss(model, valid_ds, label_smoothing=ls) / math.log(2)
-        log = StepLog(owner_path(out, "train.log"), steps, max(1, job.log_interval or 50),
-                      job.quiet)
 
-        print(f"DP-SGD: n={n} {config.unit}s, {steps} noisy steps, σ={sigma:.4f}, "
-              f"C={config.max_grad_norm}, " + (f"sample rate {config.sample_rate}"
-              if config.sample_rate is not None else f"logical batch {segs}")
-              + f", physical batch "
-              f"{physical_batch} (≤ {config.physical_max_tokens} tokens), trained "
-              f"parameters {config.params.kind} ({n_trainable}), {job.world_size} "
-              f"process(es), randomness {seed.source}",
-              file=sys.stderr)
-        print(f"DP-SGD clipping: {clipping} ({clipping_why}); "
-              f"{clipping_choice.CLIP_MODE_TEXT[config.clip_mode]}", file=sys.stderr)
-        if smaller:
-            print(f"DP-SGD: {smaller}", file=sys.stderr)
-        if run_mode != "private":
-            print(f"{simulate.NOT_PRIVATE[run_mode]}: trains with σ={train_sigma:.4f}, "
-                  f"logical batch {train_segs[0][1]}", file=sys.stderr)
-        t_train = time.time()
-        train_kwargs = dict(
-            steps=steps, rate_of_step=step_rates(config, train_segs, n_plan),
-            divisor_units=n_plan,
-            noise_multiplier=train_sigma, max_grad_norm=config.max_grad_norm,
-            physical_batch=physical_batch, max_tokens=config.physical_max_tokens,
-            lr=config.lr,
-            weight_decay=config.weight_decay, seed=seed, label_smoothing=ls, log=log,
-            valid_fn=(None if job.world_size > 1 else functools.partial(_valid_bits,
-                                                                         valid_ds, ls)),
-            valid_every=config.valid_every, clipping=clipping,
-            checkpointer=resume.Checkpointer(resume.state_path(out), job.save_every,
-                                             job.resume),
-            warmup_steps=config.warmup_steps, clip_mode=config.clip_mode, loss=config.loss,
-            allow_zero_noise=run_mode == "control")
-        records, history = run_training(model, train_ds, units, train_kwargs,
-                                        world_size=job.world_size, device=device,
-                                        work=work, threads=job.threads)
-        model = model.to(device)
-        train_seconds = time.time() - t_train
-        after = valid_loss(model, valid_ds, label_smoothing=ls) / math.log(2)
-        fairseq_opacus.restore_model(model)
-        state = load_state(init_ckpt)
-        sd = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
-        sd = lora.merge_state(sd, config.params.lora_scaling)
-        state["model"] = {k: sd[k].to(v.dtype) if k in sd else v
-                          for k, v in state["model"].items()}
-        write_model_dir(out, state, os.path.join(bin_dir, f"dict.{src_lang}.txt"),
-                        os.path.join(bin_dir, f"dict.{tgt_lang}.txt"), md.bpecodes,
-                        src_lang, tgt_lang)
-        del state
+@dataclass
+class RunRecord:
+    """What training measured: per-step records, the privacy history, timings and the
+    validation losses before and after (bits per target token)."""
+    records: list[dict]
+    history: list
+    train_seconds: float
+    before: float | None = None
+    after: float | None = None
+    wall_seconds: float = 0.0
 
-    if run_mode != "private":  # ε of the planned run, for the record; no certificate
-        history = accounting.rates_history(sigma, rate_segs)
-    history = [count_seg] + [tuple(h) for h in history]
+
+def train(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSetup,
+          seed: Seed, train_ds: object, valid_ds: object, units: list[list[int]] | None,
+          out: str, work: str, device: torch.device) -> RunRecord:
+    """DP-SGD (nmtfrag.dp.sgd.train_dp) with the planned noise, in one process or
+    `job.world_size`; its per-step log goes to OUT/owner/train.log."""
+    ls = job.label_smoothing
+    log = StepLog(owner_path(out, "train.log"), plan.steps, max(1, job.log_interval or 50),
+                  job.quiet)
+    t_train = time.time()
+    train_kwargs = dict(
+        steps=plan.steps, rate_of_step=step_rates(config, plan.train_segments, plan.n_plan),
+        divisor_units=plan.n_plan,
+        noise_multiplier=plan.train_sigma, max_grad_norm=config.max_grad_norm,
+        physical_batch=setup.physical_batch, max_tokens=config.physical_max_tokens,
+        lr=config.lr,
+        weight_decay=config.weight_decay, seed=seed, label_smoothing=ls, log=log,
+        valid_fn=(None if job.world_size > 1 else functools.partial(_valid_bits,
+                                                                     valid_ds, ls)),
+        valid_every=config.valid_every, clipping=setup.clipping,
+        checkpointer=resume.Checkpointer(resume.state_path(out), job.save_every,
+                                         job.resume),
+        warmup_steps=config.warmup_steps, clip_mode=config.clip_mode, loss=config.loss,
+        allow_zero_noise=simulate.mode(config) == "control")
+    records, history = run_training(setup.model, train_ds, units, train_kwargs,
+                                    world_size=job.world_size, device=device,
+                                    work=work, threads=job.threads)
+    return RunRecord(records, history, time.time() - t_train)
+
+
+def write_trained_model(model: torch.nn.Module, config: DPConfig, layout: WorkLayout, md: ModelDir,
+                        out: str, job: FineTuneJob) -> None:
+    """OUT as a plain model dir: the trained weights (LoRA merged) in the init
+    checkpoint's dtypes, the run's dictionaries and the base bpecodes."""
+    from .. import lora
+    from . import fairseq_opacus
+
+    fairseq_opacus.restore_model(model)
+    state = load_state(layout.init_checkpoint)
+    sd = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
+    sd = lora.merge_state(sd, config.params.lora_scaling)
+    state["model"] = {k: sd[k].to(v.dtype) if k in sd else v
+                      for k, v in state["model"].items()}
+    write_finetuned_model(out, state, layout, md, job.src_lang, job.tgt_lang)
+
+
+def certificate(config: DPConfig, job: FineTuneJob, plan: NoisePlan, setup: ModelSetup,
+                history: list, seed: Seed,
+                prior: PriorPrivacy) -> tuple[dict, dict, dict]:
+    """privacy.json's content: the training's (ε, δ) from its history (the count's
+    segment first), composed with the vocabulary and earlier trainings. Returns
+    (privacy, training entry, total)."""
+    from . import clipping as clipping_choice
+
+    if simulate.mode(config) != "private":  # ε of the planned run, for the record
+        history = accounting.rates_history(plan.sigma, plan.rate_segments)
+    history = [plan.count_segment] + [tuple(h) for h in history]
     training = {"mechanism": "DP-SGD, Poisson-subsampled Gaussian, add/remove one unit",
                 "neighbouring": "add/remove one unit; the number of units is not shipped",
                 "unit": unit_text(config), "privacy_unit": config.unit,
-                "unit_key": unit_key(config),
+                "unit_key": config.unit_key,
                 "trained_parameters": dict(config.params.public_record(),
-                                           count=n_trainable),
-                "clipping": clipping_choice.CLIPPING_TEXT[clipping],
+                                           count=setup.n_trainable),
+                "clipping": clipping_choice.CLIPPING_TEXT[setup.clipping],
                 "clip_mode": clipping_choice.CLIP_MODE_TEXT[config.clip_mode],
                 "processes": job.world_size,
                 "accountant": config.accountant,
-                "delta": config.delta, "noise_multiplier": sigma,
-                "max_grad_norm": config.max_grad_norm, "steps": steps,
+                "delta": config.delta, "noise_multiplier": plan.sigma,
+                "max_grad_norm": config.max_grad_norm, "steps": plan.steps,
                 "sample_rate": config.sample_rate,
                 "unit_count": {
                     "mechanism": "ñ = n + N(0, s²), sensitivity 1: the history's first "
@@ -659,89 +762,99 @@ def dp_finetune(job: FineTuneJob, config: DPConfig):
                                      if config.sample_rate is not None else
                                      "every rate q = batch / ñ (raised to keep q ≤ 1) and "
                                      "step count comes from ñ, never from n"),
-                    "noise_std": count_seg[0], "planning_count": n_plan},
-                "composition": composition,
+                    "noise_std": plan.count_segment[0], "planning_count": plan.n_plan},
+                "composition": plan.composition,
                 "history": [list(h) for h in history],
                 "target_epsilon": config.target_epsilon,
                 "randomness": seed.public_record()}
     eps, eps_all, parts = accounting.certify_training(training)
     training.update(epsilon=eps, epsilon_all_accountants=eps_all)
     training["composition"]["parts"] = parts
-    total = accounting.compose_certificate(training, vocab_privacy, earlier,
+    total = accounting.compose_certificate(training, prior.vocabulary, prior.earlier,
                                            training_eps=training["epsilon"])
     privacy = {"training": training,
-               "vocabulary": vocab_privacy or accounting.NO_VOCABULARY,
-               "earlier_training": earlier, "base_model": base_note, "total": total}
-    public_params = {
-        "src_lang": src_lang, "tgt_lang": tgt_lang, "lr": config.lr,
+               "vocabulary": prior.vocabulary or accounting.NO_VOCABULARY,
+               "earlier_training": prior.earlier, "base_model": prior.note, "total": total}
+    return privacy, training, total
+
+
+def public_manifest(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSetup,
+                    seed: Seed, privacy: dict | None, not_private: dict | None) -> dict:
+    """OUT/manifest.json: public parameters and the certificate (never n)."""
+    params = {
+        "src_lang": job.src_lang, "tgt_lang": job.tgt_lang, "lr": config.lr,
         "optimizer": "adamw", "dp_weight_decay": config.weight_decay,
-        "dropout": job.dropout, "label_smoothing": ls,
+        "dropout": job.dropout, "label_smoothing": job.label_smoothing,
         "logical_batch": config.logical_batch, "batch_schedule": config.batch_schedule,
         "sample_rate": config.sample_rate,
-        "physical_batch": physical_batch,
+        "physical_batch": setup.physical_batch,
         "physical_max_tokens": config.physical_max_tokens,
         "max_grad_norm": config.max_grad_norm,
-        "noise_multiplier": sigma, "target_epsilon": config.target_epsilon,
-        "delta": config.delta, "steps": steps, "accountant": config.accountant,
+        "noise_multiplier": plan.sigma, "target_epsilon": config.target_epsilon,
+        "delta": config.delta, "steps": plan.steps, "accountant": config.accountant,
         "trained_parameters": config.params.public_record(),
         "privacy_unit": config.unit, "tags": bool(job.tags), "dedup": config.dedup,
-        "trainable_parameters": n_trainable, "dp_clip_mode": config.clip_mode,
+        "trainable_parameters": setup.n_trainable, "dp_clip_mode": config.clip_mode,
         "dp_loss": config.loss, "dp_warmup_steps": config.warmup_steps}
-    not_private = (None if run_mode == "private" else
-                   simulate.record(config, sigma, segs, steps, train_sigma,
-                                   eps))
+    return {
+        "kind": MODEL_KIND, "dp": not not_private,
+        **({"not_private": not_private} if not_private else {}),
+        "model_files": model_files(job.src_lang, job.tgt_lang),
+        "shareable": "every file here except owner/",
+        "owner_only": [f"{OWNER_DIR}/{MANIFEST}", f"{OWNER_DIR}/train.log"],
+        "params": params, "privacy": privacy,
+        "randomness": seed.public_record()}
+
+
+def owner_record(job: FineTuneJob, config: DPConfig, md: ModelDir, sources: TrainingSources,
+                 seed: Seed, not_private: dict | None, prep: dict, plan: NoisePlan,
+                 run: RunRecord, hashes: dict[str, str]) -> dict:
+    """OUT/owner/manifest.json (never shared): paths, exact counts and n, the seed,
+    validation losses and training statistics."""
+    records = run.records
+    steps = max(1, len(records))
     snrs = [r["snr"] for r in records]
-    write_owner_json(out, {
+    train = training_data.train_argument(job.train)
+    return {
         "kind": "nmtfrag-finetuned-model-owner-record",
         "params": {"base_model": md.path,
                    "train": train if isinstance(train, str) else list(train),
-                   "train_text_mode": mode, "valid_src": os.path.abspath(job.valid_src),
+                   "train_text_mode": sources.train.mode,
+                   "valid_src": os.path.abspath(job.valid_src),
                    "valid_tgt": os.path.abspath(job.valid_tgt),
                    "documents": (os.path.abspath(config.documents)
                                  if config.documents else None)},
         "randomness": seed.owner_record(),
         "not_private": not_private,
         "counts": prep["counts"], "tags": prep["tags"],
-        "units": {"n": n, "unit": config.unit, "noisy_count": n_hat,
+        "units": {"n": plan.n, "unit": config.unit, "noisy_count": plan.n_hat,
                   "note": "exact n: owner-only (what ships gives ñ at most)"},
-        "result": {"valid_loss_before": before, "valid_loss_after": after,
+        "result": {"valid_loss_before": run.before, "valid_loss_after": run.after,
                    "valid_loss_unit": "label-smoothed loss per target token, base 2",
-                   "mean_units_per_step": sum(r["units"] for r in records)
-                   / max(1, len(records)),
-                   "mean_examples_per_step": sum(r["examples"] for r in records)
-                   / max(1, len(records)),
+                   "mean_units_per_step": sum(r["units"] for r in records) / steps,
+                   "mean_examples_per_step": sum(r["examples"] for r in records) / steps,
                    "empty_steps": sum(1 for r in records if r["examples"] == 0),
-                   "clipped_share_mean": sum(r["clipped_share"] for r in records)
-                   / max(1, len(records)),
+                   "clipped_share_mean": sum(r["clipped_share"] for r in records) / steps,
                    "snr_first": snrs[0] if snrs else None,
                    "snr_last": snrs[-1] if snrs else None,
-                   "train_seconds": round(train_seconds, 1),
-                   "wall_seconds": round(time.time() - t0, 1)},
+                   "train_seconds": round(run.train_seconds, 1),
+                   "wall_seconds": round(run.wall_seconds, 1)},
         "inputs_sha256": hashes,
         "tool_versions": tool_versions("fairseq-fixed", "torch", "opacus", "fastbpe",
                                        "sacremoses"),
-    })
-    if not_private:
-        privacy = None  # a simulation or control: no certificate, no privacy.json
-    else:
-        write_json(os.path.join(out, "privacy.json"), privacy)
-    resume.discard(out)  # finished: the saved state (generator states too) goes
-    write_json(os.path.join(out, MANIFEST), {
-        "kind": "nmtfrag-finetuned-model", "dp": not not_private,
-        **({"not_private": not_private} if not_private else {}),
-        "model_files": ["model.pt", f"dict.{src_lang}.txt", f"dict.{tgt_lang}.txt",
-                        "bpecodes"],
-        "shareable": "every file here except owner/",
-        "owner_only": [f"{OWNER_DIR}/{MANIFEST}", f"{OWNER_DIR}/train.log"],
-        "params": public_params, "privacy": privacy,
-        "randomness": seed.public_record()})
-    summary = {"out": out, "num_updates": steps, "noise_multiplier": sigma,
+    }
+
+
+def run_summary(out: str, config: DPConfig, plan: NoisePlan, training: dict, total: dict,
+                run: RunRecord, not_private: dict | None) -> dict:
+    """What the CLI prints: the certificate's ε (None when the run is not private)."""
+    summary = {"out": out, "num_updates": plan.steps, "noise_multiplier": plan.sigma,
                "epsilon": training["epsilon"], "delta": config.delta,
-               "epsilon_total": total["epsilon"], "valid_loss_before": before,
-               "valid_loss_after": after}
+               "epsilon_total": total["epsilon"], "valid_loss_before": run.before,
+               "valid_loss_after": run.after}
     if not_private:  # the planned run's ε is no ε of this one
         summary.update(epsilon=None, epsilon_total=None,
                        not_private=not_private["not_private"],
-                       epsilon_if_private=eps,
-                       trained_noise_multiplier=train_sigma)
+                       epsilon_if_private=training["epsilon"],
+                       trained_noise_multiplier=plan.train_sigma)
     return summary
