@@ -1,8 +1,8 @@
 """The DP fine-tuning façade: a typed config and one entry point, `dp_finetune`.
 
 Why: in the style of opacus' `PrivacyEngine`, the DP track is usable from Python without
-argparse; `nmtfrag finetune --dp` only turns its options into a `DPConfig` and a
-`FineTuneJob` (nmtfrag.dp.cli_args). The mechanism itself is nmtfrag.dp.sgd; accounting
+argparse; `nmtfrag finetune --dp` only turns its options into a `FineTuneJob`
+(nmtfrag.commands.finetune) and a `DPConfig` (nmtfrag.dp.cli_args). The mechanism itself is nmtfrag.dp.sgd; accounting
 is nmtfrag.dp.accounting; which parameters train is nmtfrag.trainable.
 
     from nmtfrag.dp.engine import DPConfig, FineTuneJob, dp_finetune
