@@ -2,7 +2,7 @@
 
 Only the decoding differs from fairseq (`nmtfrag.generate.Translator`, the reference):
 `CT2Translator` inherits the BPE encoding, the dictionary ids and source truncation,
-fairseq's own batching and the decoding back to text from `generate.BaseTranslator`, and
+fairseq's own batching and the decoding back to text from `translator.BaseTranslator`, and
 hands each fairseq batch to `ctranslate2.Translator.translate_batch` with fairseq's
 search settings:
 
@@ -48,15 +48,19 @@ Ensembles are not supported by CTranslate2: a model dir with several checkpoints
 refused unless --checkpoint picks one. CTranslate2 is an optional dependency
 (`pip install 'nmtfrag[ct2]'`); without it, asking for this engine is a usage error.
 """
+from __future__ import annotations
+
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+from types import ModuleType
 
 from .errors import InputError
 from .fileio import sha256_file, write_json
-from .generate import MAX_LEN_A, MAX_LEN_B, BaseTranslator
+from .model_dir import ModelDir
+from .translator import MAX_LEN_A, MAX_LEN_B, BaseTranslator
 
 CT2_VERSION = "4.8.5"  # the version setup.py's `ct2` extra pins and the tests ran with
 COMPUTE_TYPES = ("float32", "int8")
@@ -64,7 +68,7 @@ CACHE_DIRNAME = ".ct2-cache"
 CACHE_INFO = "nmtfrag-ct2.json"  # written last: a cache entry with it is complete
 
 
-def import_ctranslate2():
+def import_ctranslate2() -> ModuleType:
     """The ctranslate2 module, or an InputError saying how to install it."""
     try:
         import ctranslate2
@@ -75,7 +79,7 @@ def import_ctranslate2():
     return ctranslate2
 
 
-def cache_key(md, ct2_version):
+def cache_key(md: ModelDir, ct2_version: str) -> tuple[str, dict]:
     """(key, info) of the conversion of `md`'s single checkpoint."""
     info = {"kind": "nmtfrag-ct2-cache",
             "checkpoint": os.path.basename(md.checkpoints[0]),
@@ -90,7 +94,8 @@ def cache_key(md, ct2_version):
     return key, info
 
 
-def ensure_converted(md, cache_dir=None, ct2=None):
+def ensure_converted(md: ModelDir, cache_dir: str | None = None,
+                     ct2: ModuleType | None = None) -> tuple[str, bool]:
     """Path of the CTranslate2 conversion of `md` (converted now if not cached) and
     whether it was converted by this call."""
     ct2 = ct2 or import_ctranslate2()
@@ -140,9 +145,9 @@ def _writable(path):
 
 def _convert(md, out, ct2):
     from .binarize import fairseq_log_level
-    from .model_dir import _force_no_weights_only
+    from .model_dir import allow_full_checkpoint_load
 
-    _force_no_weights_only()
+    allow_full_checkpoint_load()
     from ctranslate2.converters import FairseqConverter
 
     conv = FairseqConverter(md.checkpoints[0], md.path, source_lang=md.src_lang,
@@ -181,11 +186,12 @@ class CT2Translator(BaseTranslator):
 
     engine = "ctranslate2"
 
-    def __init__(self, model_dir, src_lang="de", tgt_lang="en", checkpoint=None,
-                 device="cpu", fp16=False, beam=5, lenpen=1.0, max_len_a=MAX_LEN_A,
-                 max_len_b=MAX_LEN_B, max_tokens=4000, batch_size=None,
-                 compute_type="float32",
-                 cache_dir=None, threads=None):
+    def __init__(self, model_dir: str, src_lang: str = "de", tgt_lang: str = "en",
+                 checkpoint: str | None = None, device: str = "cpu", fp16: bool = False,
+                 beam: int = 5, lenpen: float = 1.0, max_len_a: float = MAX_LEN_A,
+                 max_len_b: int = MAX_LEN_B, max_tokens: int = 4000,
+                 batch_size: int | None = None, compute_type: str = "float32",
+                 cache_dir: str | None = None, threads: int | None = None) -> None:
         ct2 = import_ctranslate2()
         if fp16:
             raise InputError("--fp16 applies to --engine fairseq; with --engine "

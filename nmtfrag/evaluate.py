@@ -27,7 +27,9 @@ from .fileio import (atomic_writer, prepare_output_dir, read_json, sha256_file,
                      tool_versions, write_json)
 
 
-def _read_lines(path):
+def read_lines(path: str) -> list[str]:
+    """The lines of a UTF-8 text file without their endings (checked first: a bad file
+    is an InputError naming it), as `translate` and scoring read hypotheses and sources."""
     from .corpus import scan_text_file
 
     scan_text_file(path)
@@ -144,7 +146,7 @@ def _load_baseline(baseline, ref_sha, n):
             report.get("params", {}).get("lines") != n:
         raise InputError(f"--baseline {baseline} was evaluated on a different reference "
                          f"or line range: paired tests need the same test set")
-    hyps = _read_lines(hyp)
+    hyps = read_lines(hyp)
     if len(hyps) != n:
         raise InputError(f"{hyp} has {len(hyps)} lines, expected {n}")
     return hyps, report
@@ -174,7 +176,7 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
         from .model_dir import check_model_files
 
         check_model_files(model, src_lang, tgt_lang, checkpoint, flag="--model")
-    src_lines, ref_lines = _read_lines(src), _read_lines(ref)
+    src_lines, ref_lines = read_lines(src), read_lines(ref)
     if len(src_lines) != len(ref_lines):
         raise InputError(f"{src} has {len(src_lines)} lines but {ref} has "
                          f"{len(ref_lines)}: source and reference must be line-aligned")
@@ -208,7 +210,7 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
                         model=public_name(tr.md.path),
                         translation_seconds=round(time.perf_counter() - t0, 2))
     else:
-        hyps = _read_lines(hyp)
+        hyps = read_lines(hyp)
         if first:
             hyps = hyps[:first]
         if len(hyps) != n:

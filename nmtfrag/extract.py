@@ -7,26 +7,39 @@ own) and writes `phrases.<lang>` files plus a minimal `manifest.json` (what may 
 and `owner/manifest.json` (what must not: paths, hashes, exact counts, line numbers, the
 seed). Full sentences exist only in the private work dir, which is removed at the end;
 a phrase pair one of whose sides is a whole sentence is dropped unless the user opts in.
+
+`extract_release` reads as the stages of the README's table: check the inputs →
+tokenise → align → extract (each pair's phrase pairs go to a collector as found) →
+release (the collector writes what it keeps: a random sample, or the DP set union's
+pairs; nmtfrag.release.PairCollector) → manifests.
 """
+from __future__ import annotations
+
 import array
 import os
 import resource
 import shutil
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
+from typing import TextIO
 
 from . import __version__
 from .align import ALIGNER_MAX_TOKENS, align_files, check_priors
 from .corpus import SkipLog, read_parallel, scan_text_file, validate_parallel
+from .dp.phrase_release import DPReleaseParams, DPSetUnionRelease, calibrate
 from .errors import InputError
 from .fileio import (MANIFEST, OWNER_DIR, atomic_writer, check_not_input, owner_path,
                      prepare_output_dir, private_workdir, progress, sha256_file,
                      tool_versions, write_json, write_owner_json)
 from .phrases import phrase_records
-from .randomness import resolve_seed
-from .release import TAGS, ReleaseWriter, release_file_names
-from .sample import ExternalShuffle, buckets_for
+from .public_align import DESCRIPTION as PUBLIC_ALIGNER
+from .public_align import check_sources, resolve_aligner
+from .randomness import Seed, resolve_seed
+from .release import (TAGS, PairCollector, ReleaseWriter, SampledRelease,
+                      release_file_names)
+from .sample import buckets_for
 from .symmetrize import (SYMMETRIZERS, canonical_points, format_pharaoh, parse_pharaoh,
                          symmetrize)
 from .tokenize import to_tokens
@@ -64,8 +77,10 @@ def _check_params(max_len, min_len, sample_rate, method, src_lang, tgt_lang):
         raise InputError("--src-lang and --tgt-lang must differ")
 
 
-def tokenize_corpus(src, tgt, src_lang, tgt_lang, pretokenized, out_src, out_tgt,
-                    skips, normalised, max_tokens=None, total=None, forbidden=frozenset()):
+def tokenize_corpus(src: str, tgt: str, src_lang: str, tgt_lang: str, pretokenized: bool,
+                    out_src: str, out_tgt: str, skips: SkipLog, normalised: SkipLog,
+                    max_tokens: int | None = None, total: int | None = None,
+                    forbidden: frozenset[str] = frozenset()) -> array.array:
     """Write the usable pairs tokenised, one per line; return their input line numbers.
 
     A token in `forbidden` (the tags, under --tag) is refused: released as is, it would
@@ -98,8 +113,9 @@ def _refuse_tokens(forbidden, sides, line_no):
                              f"from the input or run without --tag")
 
 
-def phrase_pairs(s_tok, t_tok, points, max_len, min_len, allow_whole_sentences,
-                 with_alignment=True):
+def phrase_pairs(s_tok: list[str], t_tok: list[str], points: list[tuple[int, int]],
+                 max_len: int, min_len: int, allow_whole_sentences: bool,
+                 with_alignment: bool = True) -> tuple[list[tuple[str, ...]], int]:
     """(src, tgt, inner alignment) of one sentence pair, and how many were whole-sentence.
 
     The inner alignment is computed only `with_alignment` (it is written only with
@@ -138,7 +154,10 @@ def _eflomal_alignments(fwd_path, rev_path, method, line_numbers, tokenised):
             yield line_no, (points, format_pharaoh(points))
 
 
-def checked_alignments(aligned, tokenised, n_lines, f, source_name, clock):
+def checked_alignments(aligned: Iterable[tuple[int, tuple[list, str]]],
+                       tokenised: Iterable[tuple[list[str], list[str]]], n_lines: int,
+                       f: TextIO, source_name: str, clock: list[float],
+                       ) -> Iterator[tuple[int, list, list[str], list[str]]]:
     """Yield (line_no, points, src tokens, tgt tokens) of each used pair, writing one
     canonical Pharaoh line per input line to `f` (empty for skipped lines) as it goes.
 
@@ -173,57 +192,20 @@ def _tokenised(src_path, tgt_path):
             yield s.split(), t.split()
 
 
-def _remove_stale(out, keep_alignments, inputs):
+def _remove_stale(out, keep_alignments, with_alignment, inputs):
     """Files an earlier run (--overwrite) may have left that this release must not have:
-    an alignment it did not keep, or one at the top level (the old layout)."""
+    an alignment it did not keep, or one at the top level (the old layout), and
+    phrases.extract when this release has none (always under --dp: its within-pair
+    alignments are not DP)."""
     stale = [os.path.join(out, ALIGNMENT_FILE)]
+    if not with_alignment:
+        stale.append(os.path.join(out, "phrases.extract"))
     if not keep_alignments:
-        stale += [os.path.join(out, "phrases.extract"),
-                  os.path.join(out, OWNER_DIR, ALIGNMENT_FILE)]
+        stale.append(os.path.join(out, OWNER_DIR, ALIGNMENT_FILE))
     inputs = {os.path.realpath(p) for p in inputs if p}
     for path in stale:
         if os.path.isfile(path) and os.path.realpath(path) not in inputs:
             os.unlink(path)
-
-
-class _DPCollector:
-    """Phrase pairs per privacy unit, for the DP set union (nmtfrag.dp.phrase_release).
-
-    Exact counts stay in memory and in the owner's manifest; only the pairs that clear
-    the noisy threshold reach the release."""
-
-    def __init__(self, params, doc_ids):
-        self.params, self.doc_ids = params, doc_ids
-        self.units = {}
-        self.total = 0
-        self.stats = {}
-        self.sigma = self.threshold = self.certificate = None
-
-    def add_unit(self, line_no, found):
-        key = line_no if self.doc_ids is None else self.doc_ids[line_no - 1]
-        self.units.setdefault(key, []).extend((s, t) for s, t, _ in found)
-        self.total += len(found)
-
-    def release(self, rng, seed):
-        from .dp import phrase_release
-
-        self.params.check(n_units=len(self.units))
-        self.sigma, self.threshold = phrase_release.calibrate(self.params)
-        if self.threshold > len(self.units):
-            raise InputError(
-                f"the DP threshold is {self.threshold:.1f} {self.params.unit}s but there "
-                f"are only {len(self.units)}: no phrase pair could ever be released. Use "
-                f"more data, a larger --epsilon or --delta, or a smaller --unit-cap")
-        kept = phrase_release.select_pairs(self.units.values(), self.params, self.sigma,
-                                           self.threshold, rng, self.stats)
-        self.stats["released_distinct_pairs"] = len(kept)
-        self.stats["units"] = len(self.units)  # owner-only: n never ships
-        self.certificate = phrase_release.certificate(
-            self.params, self.sigma, self.threshold, seed.public_record())
-        return phrase_release.release_lines(kept, self.params.repeat, rng)
-
-    def close(self):
-        self.units = {}
 
 
 def _dp_units_check(dp, documents, n_lines):
@@ -233,8 +215,6 @@ def _dp_units_check(dp, documents, n_lines):
             raise InputError("--documents is used only with --dp --privacy-unit document")
         return None
     dp.check()
-    from .dp.phrase_release import calibrate
-
     calibrate(dp)  # ε refused now (InputError), not after minutes of alignment
     if dp.unit == "sentence":
         if documents is not None:
@@ -262,8 +242,6 @@ def _check_aligner(dp, alignments, priors, align_public, align_model, src_lang,
     alone: an alignment learned on the private corpus (eflomal on it, a given file made
     that way, eflomal priors steering it) lets one added unit move other units' pairs,
     so the set union's sensitivity bound would not hold."""
-    from .public_align import check_sources
-
     public = align_public or align_model
     if public and alignments:
         raise InputError("--alignments cannot be combined with --align-public/--align-model")
@@ -283,9 +261,7 @@ def _check_aligner(dp, alignments, priors, align_public, align_model, src_lang,
 
 def _aligner_name(alignments, public):
     """The alignment source as the shared manifest states it (never a path)."""
-    from .public_align import DESCRIPTION
-
-    return DESCRIPTION if public else "given" if alignments else "eflomal"
+    return PUBLIC_ALIGNER if public else "given" if alignments else "eflomal"
 
 
 def _public_alignments(aligner, method, line_numbers, tokenised):
@@ -295,13 +271,9 @@ def _public_alignments(aligner, method, line_numbers, tokenised):
         yield line_no, (points, format_pharaoh(points))
 
 
-def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, min_len=1,
-                    sample_rate=0.5, tag=False, seed=None, symmetrize_method="union",
-                    alignments=None, priors=None, pretokenized=False,
-                    allow_whole_sentences=False, keep_alignments=False, work_dir=None,
-                    keep_work=False, overwrite=False, verbose=False, dp=None,
-                    documents=None, align_public=None, align_model=None):
-    """Build a release of phrase pairs from a confidential parallel corpus.
+@dataclass(frozen=True)
+class ExtractOptions:
+    """How a release is made: the options of `nmtfrag extract` (see its --help).
 
     `seed=None` (default) pools and samples from the OS's cryptographic source, so
     the corpus order cannot be replayed; an int makes the release reproducible and marks
@@ -310,150 +282,244 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
     `documents` (one id per input line) makes documents the privacy unit.
     `align_public` (PREFIX of public parallel text) and/or `align_model` (a model dir)
     align each pair on its own under a model learned on public text only
-    (nmtfrag.public_align); `dp` requires them.
+    (nmtfrag.public_align); `dp` requires them. `alignments` is a given corpus
+    alignment (instead of eflomal), `priors` eflomal priors learned on public data."""
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    max_len: int = 4
+    min_len: int = 1
+    sample_rate: float = 0.5
+    tag: bool = False
+    seed: int | Seed | None = None
+    symmetrize_method: str = "union"
+    alignments: str | None = None
+    priors: str | None = None
+    pretokenized: bool = False
+    allow_whole_sentences: bool = False
+    keep_alignments: bool = False
+    work_dir: str | None = None
+    keep_work: bool = False
+    overwrite: bool = False
+    verbose: bool = False
+    dp: DPReleaseParams | None = None
+    documents: str | None = None
+    align_public: str | None = None
+    align_model: str | None = None
+
+    @property
+    def public_aligner(self) -> bool:
+        """Each pair aligned on its own by a model learned on public text."""
+        return bool(self.align_public or self.align_model)
+
+
+@dataclass
+class _Extraction:
+    """What the extraction pass counted (owner-only figures)."""
+    pairs_used: int = 0
+    without_pairs: int = 0
+    within_max_len: int = 0
+    whole_occurrences: int = 0
+    with_whole: int = 0
+
+
+def extract_release(src: str, tgt: str, out: str, options: ExtractOptions | None = None,
+                    **fields: object) -> ExtractResult:
+    """Build a release of phrase pairs from a confidential parallel corpus.
+
+    Give the options as an ExtractOptions or as its fields by keyword (not both).
     Returns an ExtractResult whose manifests are also written to
     `out/owner/manifest.json` (first) and `out/manifest.json` (last: the completion mark).
     Raises InputError for anything the user must fix; nothing is written then.
     """
-    _check_params(max_len, min_len, sample_rate, symmetrize_method, src_lang, tgt_lang)
-    seed = resolve_seed(seed)
-    timings = {}
-    n_lines = validate_parallel(src, tgt)
-    doc_ids = _dp_units_check(dp, documents, n_lines)
-    _check_aligner(dp, alignments, priors, align_public, align_model, src_lang, tgt_lang,
-                   (src, tgt))
-    if priors is not None:
-        check_priors(priors)
-    if alignments is not None:
-        n_align = scan_text_file(alignments)
-        if n_align != n_lines:
-            raise InputError(f"{alignments} has {n_align} lines but the corpus has "
-                             f"{n_lines}: give one alignment line per input line")
+    if options is not None and fields:
+        raise TypeError("give an ExtractOptions or its fields by keyword, not both")
+    opts = options if options is not None else ExtractOptions(**fields)
+    _check_params(opts.max_len, opts.min_len, opts.sample_rate, opts.symmetrize_method,
+                  opts.src_lang, opts.tgt_lang)
+    seed = resolve_seed(opts.seed)
+    n_lines, doc_ids = _check_inputs(src, tgt, opts)
     # a DP release selects (src, tgt) pairs: their within-pair alignments are not DP
-    names = release_file_names(src_lang, tgt_lang, keep_alignments and dp is None)
-    out = prepare_output_dir(out, overwrite, inputs=[src, tgt, alignments, priors, documents],
-                             kind="nmtfrag-release")
-    inputs = [src, tgt, alignments, priors]
-    public = align_public or align_model
-    for name in list(names.values()) + [MANIFEST, os.path.join(OWNER_DIR, MANIFEST),
-                                        os.path.join(OWNER_DIR, ALIGNMENT_FILE)]:
-        check_not_input(os.path.join(out, name), inputs)
-
+    names = release_file_names(opts.src_lang, opts.tgt_lang,
+                               opts.keep_alignments and opts.dp is None)
+    out = _prepare_out(out, src, tgt, opts, names)
+    timings = {}
     skips, normalised = SkipLog(), SkipLog()
-    with private_workdir(work_dir, keep_work) as work:
+    with private_workdir(opts.work_dir, opts.keep_work) as work:
         tok_src, tok_tgt = os.path.join(work, "corpus.src"), os.path.join(work, "corpus.tgt")
-        t0 = time.perf_counter()
-        line_numbers = tokenize_corpus(
-            src, tgt, src_lang, tgt_lang, pretokenized, tok_src, tok_tgt, skips, normalised,
-            max_tokens=None if alignments else ALIGNER_MAX_TOKENS, total=n_lines,
-            forbidden=frozenset(TAGS) if tag else frozenset())
-        timings["tokenise"] = time.perf_counter() - t0
-        if not line_numbers:
-            raise InputError(f"{src}, {tgt}: no usable sentence pair "
-                             f"({skips.total} skipped)")
-
+        line_numbers = _tokenise(src, tgt, tok_src, tok_tgt, opts, n_lines, skips,
+                                 normalised, timings)
+        aligned, source_name, public_record, symmetrise = _align(
+            tok_src, tok_tgt, work, line_numbers, opts, timings)
         align_path = os.path.join(work, ALIGNMENT_FILE)
-        t0 = time.perf_counter()
-        if public:
-            from .public_align import resolve_aligner
-
-            aligner, public_record = resolve_aligner(align_public, align_model, src_lang,
-                                                     tgt_lang, work, verbose=verbose)
-            timings["align_model"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            aligned = _public_alignments(aligner, symmetrize_method, line_numbers,
-                                         _tokenised(tok_src, tok_tgt))
-            source_name = "the public aligner"
-        elif alignments is None:
-            fwd, rev = os.path.join(work, "align.fwd"), os.path.join(work, "align.rev")
-            cpu0 = _cpu_seconds()
-            align_files(tok_src, tok_tgt, fwd, rev, work, priors, verbose)
-            timings["align"] = time.perf_counter() - t0
-            timings["align_cpu"] = _cpu_seconds() - cpu0
-            t0 = time.perf_counter()
-            aligned = _eflomal_alignments(fwd, rev, symmetrize_method, line_numbers,
-                                          _tokenised(tok_src, tok_tgt))
-            source_name = "eflomal output"
-        else:
-            aligned = _given_alignments(alignments, line_numbers)
-            source_name = alignments
-        symmetrise = [time.perf_counter() - t0]  # the rest happens as extraction reads
-        before_pass = symmetrise[0]
-
         t0, cpu0 = time.perf_counter(), time.process_time()
-        rng = seed.numpy_rng()
-        pool = (ExternalShuffle(work, rng, buckets_for(n_lines)) if dp is None
-                   else _DPCollector(dp, doc_ids))
-        sentences_without_pairs = short_sentence_pairs = 0
-        whole_occurrences = sentences_with_whole = 0
+        before_pass = symmetrise[0]
+        collector = _collector(opts, work, seed, n_lines, doc_ids)
         try:
-            with_alignment = "alignment" in names
             with open(align_path, "w", encoding="utf-8", newline="\n") as align_out:
                 checked = checked_alignments(aligned, _tokenised(tok_src, tok_tgt), n_lines,
                                              align_out, source_name, symmetrise)
-                for line_no, points, s_tok, t_tok in progress(
-                        checked, total=len(line_numbers), desc="extract", unit="sent"):
-                    if dp is None:
-                        found, whole = phrase_records(s_tok, t_tok, points, max_len,
-                                                      min_len, with_alignment,
-                                                      allow_whole_sentences)
-                        pool.add_many(found)
-                    else:
-                        found, whole = phrase_pairs(s_tok, t_tok, points, max_len, min_len,
-                                                    allow_whole_sentences, False)
-                        pool.add_unit(line_no, found)
-                    sentences_without_pairs += not found
-                    short_sentence_pairs += max(len(s_tok), len(t_tok)) <= max_len
-                    whole_occurrences += whole
-                    sentences_with_whole += whole > 0
+                found = collect_pairs(checked, collector, opts, "alignment" in names,
+                                      len(line_numbers))
             # the shared pass less its alignment work (extract_cpu: all of the pass)
             timings["extract"] = time.perf_counter() - t0 - (symmetrise[0] - before_pass)
             timings["extract_cpu"] = time.process_time() - cpu0
             timings["symmetrise"] = symmetrise[0]
-
-            t0, writing = time.perf_counter(), 0.0
-            if overwrite and os.path.exists(os.path.join(out, MANIFEST)):
-                # the old release stops being "finished" before its files change
-                os.unlink(os.path.join(out, MANIFEST))
-            with ReleaseWriter(out, names, max_len, tag) as writer:
-                if dp is None:
-                    for records in pool.sample_chunks(sample_rate):
-                        t1 = time.perf_counter()
-                        writer.write_records(records)
-                        writing += time.perf_counter() - t1
-                else:
-                    for s_phrase, t_phrase in pool.release(rng, seed):
-                        writer.write(s_phrase, t_phrase)
-            timings["sample+write"] = time.perf_counter() - t0
-            timings["write"] = writing  # the rest of sample+write reads and shuffles
+            writer = _write_release(out, names, opts, collector, timings)
         finally:
-            pool.close()
-
+            collector.close()
         alignment_sha = sha256_file(align_path)
-        if keep_alignments:  # copied, not renamed: the work dir may be on another device
+        if opts.keep_alignments:  # copied, not renamed: the work dir may be on another device
             with open(align_path, "rb") as f, \
                     atomic_writer(owner_path(out, ALIGNMENT_FILE), "wb", private=True) as g:
                 shutil.copyfileobj(f, g)
-    _remove_stale(out, keep_alignments, inputs)
-    if dp is not None and os.path.isfile(os.path.join(out, "phrases.extract")):
-        os.unlink(os.path.join(out, "phrases.extract"))  # an earlier non-DP run's
+    _remove_stale(out, opts.keep_alignments, "alignment" in names,
+                  [src, tgt, opts.alignments, opts.priors])
+    found.pairs_used = len(line_numbers)
+    extra = collector.records(_aligner_name(opts.alignments, opts.public_aligner))
+    manifest, owner = _manifests(src, tgt, opts, seed, names, collector, extra, writer,
+                                 found, n_lines, skips, normalised, alignment_sha,
+                                 public_record)
+    write_owner_json(out, owner)
+    for name, content in extra.files.items():  # e.g. the DP release's privacy.json
+        write_json(os.path.join(out, name), content)
+    write_json(os.path.join(out, MANIFEST), manifest)  # last: marks a finished release
+    return ExtractResult(manifest, owner, timings)
 
-    owner_files = [f"{OWNER_DIR}/{MANIFEST}"] + \
-        ([f"{OWNER_DIR}/{ALIGNMENT_FILE}"] if keep_alignments else [])
-    public_params = {
-        "src_lang": src_lang, "tgt_lang": tgt_lang, "max_len": max_len,
-        "min_len": min_len, "sample_rate": sample_rate if dp is None else None, "tag": tag,
-        "allow_whole_sentences": allow_whole_sentences,
-        "symmetrize": None if alignments else symmetrize_method,
-        "aligner": _aligner_name(alignments, public),
-        "pretokenized": pretokenized,
-        "tokenizer": None if pretokenized else
+
+def _check_inputs(src, tgt, opts):
+    """(input lines, document ids or None): everything refused before any work."""
+    n_lines = validate_parallel(src, tgt)
+    doc_ids = _dp_units_check(opts.dp, opts.documents, n_lines)
+    _check_aligner(opts.dp, opts.alignments, opts.priors, opts.align_public,
+                   opts.align_model, opts.src_lang, opts.tgt_lang, (src, tgt))
+    if opts.priors is not None:
+        check_priors(opts.priors)
+    if opts.alignments is not None:
+        n_align = scan_text_file(opts.alignments)
+        if n_align != n_lines:
+            raise InputError(f"{opts.alignments} has {n_align} lines but the corpus has "
+                             f"{n_lines}: give one alignment line per input line")
+    return n_lines, doc_ids
+
+
+def _prepare_out(out, src, tgt, opts, names):
+    """The release directory, made or reused (--overwrite); no output may be an input."""
+    out = prepare_output_dir(out, opts.overwrite,
+                             inputs=[src, tgt, opts.alignments, opts.priors, opts.documents],
+                             kind="nmtfrag-release")
+    inputs = [src, tgt, opts.alignments, opts.priors]
+    for name in list(names.values()) + [MANIFEST, os.path.join(OWNER_DIR, MANIFEST),
+                                        os.path.join(OWNER_DIR, ALIGNMENT_FILE)]:
+        check_not_input(os.path.join(out, name), inputs)
+    return out
+
+
+def _tokenise(src, tgt, tok_src, tok_tgt, opts, n_lines, skips, normalised, timings):
+    """The tokenise stage: the used pairs' input line numbers (InputError if none)."""
+    t0 = time.perf_counter()
+    line_numbers = tokenize_corpus(
+        src, tgt, opts.src_lang, opts.tgt_lang, opts.pretokenized, tok_src, tok_tgt, skips,
+        normalised, max_tokens=None if opts.alignments else ALIGNER_MAX_TOKENS,
+        total=n_lines, forbidden=frozenset(TAGS) if opts.tag else frozenset())
+    timings["tokenise"] = time.perf_counter() - t0
+    if not line_numbers:
+        raise InputError(f"{src}, {tgt}: no usable sentence pair "
+                         f"({skips.total} skipped)")
+    return line_numbers
+
+
+def _align(tok_src, tok_tgt, work, line_numbers, opts, timings):
+    """The align stage: (lazy (line_no, (points, text)) per used pair, the source's name
+    for messages, the public aligner's owner record or None, the symmetrise clock).
+
+    The alignments are parsed/symmetrised lazily, as extraction reads them: the clock
+    (seconds, in a one-item list) keeps counting there."""
+    t0 = time.perf_counter()
+    public_record = None
+    if opts.public_aligner:
+        aligner, public_record = resolve_aligner(opts.align_public, opts.align_model,
+                                                 opts.src_lang, opts.tgt_lang, work,
+                                                 verbose=opts.verbose)
+        timings["align_model"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        aligned = _public_alignments(aligner, opts.symmetrize_method, line_numbers,
+                                     _tokenised(tok_src, tok_tgt))
+        source_name = "the public aligner"
+    elif opts.alignments is None:
+        fwd, rev = os.path.join(work, "align.fwd"), os.path.join(work, "align.rev")
+        cpu0 = _cpu_seconds()
+        align_files(tok_src, tok_tgt, fwd, rev, work, opts.priors, opts.verbose)
+        timings["align"] = time.perf_counter() - t0
+        timings["align_cpu"] = _cpu_seconds() - cpu0
+        t0 = time.perf_counter()
+        aligned = _eflomal_alignments(fwd, rev, opts.symmetrize_method, line_numbers,
+                                      _tokenised(tok_src, tok_tgt))
+        source_name = "eflomal output"
+    else:
+        aligned = _given_alignments(opts.alignments, line_numbers)
+        source_name = opts.alignments
+    return aligned, source_name, public_record, [time.perf_counter() - t0]
+
+
+def _collector(opts, work, seed, n_lines, doc_ids) -> PairCollector:
+    """The collect stage's collector: the DP set union under --dp, else the sample."""
+    rng = seed.numpy_rng()
+    if opts.dp is not None:
+        return DPSetUnionRelease(opts.dp, rng, seed, doc_ids, opts.documents)
+    return SampledRelease(work, rng, buckets_for(n_lines), opts.sample_rate)
+
+
+def collect_pairs(checked: Iterable[tuple[int, list, list[str], list[str]]],
+                  collector: PairCollector, opts: ExtractOptions, with_alignment: bool,
+                  n_pairs: int) -> _Extraction:
+    """The extract stage: each checked pair's phrase pairs (phrases.phrase_records) go
+    to `collector` as one unit; returns the owner-only counts of the pass."""
+    found = _Extraction()
+    for line_no, points, s_tok, t_tok in progress(checked, total=n_pairs, desc="extract",
+                                                  unit="sent"):
+        records, whole = phrase_records(s_tok, t_tok, points, opts.max_len, opts.min_len,
+                                        with_alignment, opts.allow_whole_sentences)
+        collector.add_unit(line_no, records)
+        found.without_pairs += not records
+        found.within_max_len += max(len(s_tok), len(t_tok)) <= opts.max_len
+        found.whole_occurrences += whole
+        found.with_whole += whole > 0
+    return found
+
+
+def _write_release(out, names, opts, collector, timings):
+    """The release stage: the collector writes the phrase files (atomically, checked)."""
+    t0 = time.perf_counter()
+    if opts.overwrite and os.path.exists(os.path.join(out, MANIFEST)):
+        # the old release stops being "finished" before its files change
+        os.unlink(os.path.join(out, MANIFEST))
+    with ReleaseWriter(out, names, opts.max_len, opts.tag) as writer:
+        writing = collector.write_release(writer)
+    timings["sample+write"] = time.perf_counter() - t0
+    timings["write"] = writing  # the rest of sample+write reads and shuffles
+    return writer
+
+
+def _public_params(opts, collector):
+    """The parameters the shared manifest states (no path, no seed)."""
+    return {
+        "src_lang": opts.src_lang, "tgt_lang": opts.tgt_lang, "max_len": opts.max_len,
+        "min_len": opts.min_len, "sample_rate": collector.sample_rate, "tag": opts.tag,
+        "allow_whole_sentences": opts.allow_whole_sentences,
+        "symmetrize": None if opts.alignments else opts.symmetrize_method,
+        "aligner": _aligner_name(opts.alignments, opts.public_aligner),
+        "pretokenized": opts.pretokenized,
+        "tokenizer": None if opts.pretokenized else
         "sacremoses (fairseq hub: aggressive_dash_splits, escape)",
     }
-    if dp is not None:  # the certificate holds only if each unit was aligned on its own
-        pool.certificate["release"]["aligner"] = public_params["aligner"]
-        public_params["dp"] = {"epsilon": dp.epsilon, "delta": dp.delta, "cap": dp.cap,
-                               "unit": dp.unit, "repeat": dp.repeat, "weights": dp.weights}
+
+
+def _manifests(src, tgt, opts, seed, names, collector, extra, writer, found, n_lines,
+               skips, normalised, alignment_sha, public_record):
+    """The manifests stage: (OUT/manifest.json, OUT/owner/manifest.json) contents."""
+    owner_files = [f"{OWNER_DIR}/{MANIFEST}"] + \
+        ([f"{OWNER_DIR}/{ALIGNMENT_FILE}"] if opts.keep_alignments else [])
+    params = {**_public_params(opts, collector), **extra.params}
     histogram = writer.length_histogram()
     # What may travel with the release: nothing that identifies or measures the input
     # beyond what the phrase files show anyway, and never the seed.
@@ -461,14 +527,13 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         "kind": "nmtfrag-release",
         "nmtfrag_version": __version__,
         "files": names,
-        "params": public_params,
+        "params": params,
         "randomness": seed.public_record(),
         "counts": {"occurrences_released": writer.count},
         "length_histogram": histogram,
         "owner_only_files": owner_files,
+        **extra.shared,
     }
-    if dp is not None:
-        manifest["privacy"] = pool.certificate
     owner = {
         "kind": "nmtfrag-release-owner",
         "note": "owner-only: never ship this folder (paths, input hashes, exact counts, "
@@ -476,40 +541,44 @@ def extract_release(src, tgt, out, *, src_lang="de", tgt_lang="en", max_len=4, m
         "nmtfrag_version": __version__,
         "release_files": names,
         "owner_files": owner_files,
-        "params": {**public_params, "priors": bool(priors)},
-        **({"public_aligner": public_record} if public else {}),
+        "params": {**params, "priors": bool(opts.priors)},
+        **({"public_aligner": public_record} if opts.public_aligner else {}),
         "randomness": seed.owner_record(),
-        "counts": {
-            "input_lines": n_lines,
-            "skipped_lines": skips.total,
-            "sentence_pairs_used": len(line_numbers),
-            "sentence_pairs_without_phrase_pairs": sentences_without_pairs,
-            "sentence_pairs_within_max_len": short_sentence_pairs,
-            "sentence_pairs_with_whole_sentence_phrase_pairs": sentences_with_whole,
-            "whole_sentence_occurrences": whole_occurrences,
-            "whole_sentence_occurrences_dropped":
-                0 if allow_whole_sentences else whole_occurrences,
-            "occurrences_extracted": pool.total,
-            "occurrences_released": writer.count,
-        },
+        "counts": _owner_counts(opts, collector, writer, found, n_lines, skips),
         "length_histogram": histogram,
         "skipped": skips.to_json(),
         "normalised": normalised.to_json(),
-        "inputs": {
-            "src": {"path": src, "sha256": sha256_file(src)},
-            "tgt": {"path": tgt, "sha256": sha256_file(tgt)},
-            **({"alignments": {"path": alignments, "sha256": sha256_file(alignments)}}
-               if alignments else {}),
-            **({"priors": {"path": priors, "sha256": sha256_file(priors)}} if priors else {}),
-        },
+        "inputs": _input_records(src, tgt, opts),
         "alignment_sha256": alignment_sha,
-        **({"dp_counts": pool.stats, "documents": {"path": documents,
-                                                    "sha256": sha256_file(documents)}
-            if documents else None} if dp is not None else {}),
+        **extra.owner,
         "tool_versions": tool_versions("nmtfrag", "eflomal", "sacremoses", "numpy"),
     }
-    write_owner_json(out, owner)
-    if dp is not None:
-        write_json(os.path.join(out, "privacy.json"), pool.certificate)
-    write_json(os.path.join(out, MANIFEST), manifest)  # last: marks a finished release
-    return ExtractResult(manifest, owner, timings)
+    return manifest, owner
+
+
+def _owner_counts(opts, collector, writer, found, n_lines, skips):
+    return {
+        "input_lines": n_lines,
+        "skipped_lines": skips.total,
+        "sentence_pairs_used": found.pairs_used,
+        "sentence_pairs_without_phrase_pairs": found.without_pairs,
+        "sentence_pairs_within_max_len": found.within_max_len,
+        "sentence_pairs_with_whole_sentence_phrase_pairs": found.with_whole,
+        "whole_sentence_occurrences": found.whole_occurrences,
+        "whole_sentence_occurrences_dropped":
+            0 if opts.allow_whole_sentences else found.whole_occurrences,
+        "occurrences_extracted": collector.total,
+        "occurrences_released": writer.count,
+    }
+
+
+def _input_records(src, tgt, opts):
+    """Path and SHA-256 of each input (owner-only)."""
+    return {
+        "src": {"path": src, "sha256": sha256_file(src)},
+        "tgt": {"path": tgt, "sha256": sha256_file(tgt)},
+        **({"alignments": {"path": opts.alignments, "sha256": sha256_file(opts.alignments)}}
+           if opts.alignments else {}),
+        **({"priors": {"path": opts.priors, "sha256": sha256_file(opts.priors)}}
+           if opts.priors else {}),
+    }

@@ -18,13 +18,16 @@ Why this shape:
   weights directly and would silently skip the adapters; `add_lora` forces the Python
   path of every attention module it adapts.
 """
+from __future__ import annotations
+
 import math
+from collections.abc import Iterable
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .trainable import LORA_DEFAULT_MODULES, LORA_MODULES
+from .lora_targets import LORA_DEFAULT_MODULES, LORA_MODULES
 
 SUFFIX_A, SUFFIX_B = "lora_A.weight", "lora_B.weight"
 
@@ -32,11 +35,12 @@ SUFFIX_A, SUFFIX_B = "lora_A.weight", "lora_B.weight"
 class LoRALinear(nn.Linear):
     """nn.Linear plus a low-rank update; made from an existing Linear by `adapt`."""
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias) + self.lora_B(self.lora_A(x)) * self.scaling
 
     @classmethod
-    def adapt(cls, linear, rank, alpha, generator=None):
+    def adapt(cls, linear: nn.Linear, rank: int, alpha: float,
+              generator: torch.Generator | None = None) -> LoRALinear:
         """Turn `linear` into a LoRALinear in place (its weight and bias are kept)."""
         linear.__class__ = cls
         dev, dt = linear.weight.device, linear.weight.dtype
@@ -58,7 +62,8 @@ class LoRALinear(nn.Linear):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
-def add_lora(model, rank=8, alpha=16.0, modules=LORA_DEFAULT_MODULES, seed=0):
+def add_lora(model: nn.Module, rank: int = 8, alpha: float = 16.0,
+             modules: Iterable[str] = LORA_DEFAULT_MODULES, seed: int = 0) -> list[str]:
     """Freeze every parameter of `model` and add adapters to the named projections of
     every encoder and decoder layer. Returns the adapted module names."""
     from fairseq.modules.multihead_attention import MultiheadAttention
@@ -85,7 +90,8 @@ def add_lora(model, rank=8, alpha=16.0, modules=LORA_DEFAULT_MODULES, seed=0):
     return adapted
 
 
-def merge_state(state_dict, scaling):
+def merge_state(state_dict: dict[str, torch.Tensor],
+                scaling: float) -> dict[str, torch.Tensor]:
     """A state dict with every adapter folded into its base weight (W += s·B A) and the
     adapter keys removed; tensors keep their dtype. Pure: the input is not modified."""
     out = {k: v for k, v in state_dict.items()
@@ -100,5 +106,5 @@ def merge_state(state_dict, scaling):
     return out
 
 
-def has_adapters(state_dict):
+def has_adapters(state_dict: dict[str, torch.Tensor]) -> bool:
     return any(k.endswith(SUFFIX_A) for k in state_dict)

@@ -58,8 +58,10 @@ class ModelDir:
         return bool(self.arch.get("share_all_embeddings"))
 
 
-def _force_no_weights_only():
-    # torch >= 2.6 refuses fairseq checkpoints unless this is set (read at call time).
+def allow_full_checkpoint_load() -> None:
+    """Let torch >= 2.6 load fairseq checkpoints: it refuses them (weights-only loading)
+    unless this variable is set; torch reads it at call time, so set it here, not in the
+    user's shell."""
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 
@@ -83,7 +85,7 @@ def find_checkpoints(path, checkpoint=None):
 
 def load_state(ckpt_path):
     """A checkpoint as fairseq stores it, on CPU; InputError if it is not one."""
-    _force_no_weights_only()
+    allow_full_checkpoint_load()
     import torch
 
     try:

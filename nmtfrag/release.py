@@ -1,25 +1,41 @@
-"""Writing a release: optional `<P> … </P>` tags, a length check, atomic files.
+"""Writing a release: optional `<P> … </P>` tags, a length check, atomic files; and the
+collectors that decide which extracted phrase pairs a release holds.
 
 The length check is the last line of defence for confidentiality: whatever happened
 upstream, no segment longer than `max_len` words (tags not counted) is written, and a
 violation aborts the whole release before any file appears.
+
+A `PairCollector` receives each sentence pair's phrase pairs as extraction finds them and
+later writes the release through a `ReleaseWriter`. Two implementations: `SampledRelease`
+(shuffle every occurrence, keep a random share: Kim et al. 2021) here, and
+`nmtfrag.dp.phrase_release.DPSetUnionRelease` (the pairs that clear a DP set union). The
+orchestrator (nmtfrag.extract) treats both alike.
 """
+from __future__ import annotations
+
 import contextlib
 import os
+import time
 from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from .fileio import atomic_writer
+
+if TYPE_CHECKING:  # numpy is imported only where it is used: bpe and audit import TAGS
+    import numpy as np
 
 TAG_OPEN, TAG_CLOSE = "<P>", "</P>"  # the one definition; bpe and audit import it
 TAGS = (TAG_OPEN, TAG_CLOSE)
 
 
-def add_tags(segment):
+def add_tags(segment: str) -> str:
     """`a b` → `<P> a b </P>`: tags are separate tokens (kept whole through BPE later)."""
     return f"{TAG_OPEN} {segment} {TAG_CLOSE}"
 
 
-def word_counts(block, n_segments):
+def word_counts(block: str, n_segments: int) -> Counter:
     """{words: segments} of the `n_segments` lines of `block` ("\\n"-joined), as
     len(segment.split()) counts them.
 
@@ -49,7 +65,8 @@ class ReleaseTooLong(RuntimeError):
     """A segment over max_len words reached the writer: a bug, never written."""
 
 
-def release_file_names(src_lang, tgt_lang, with_alignment):
+def release_file_names(src_lang: str, tgt_lang: str, with_alignment: bool) -> dict[str, str]:
+    """{role: file name} of a release: `src`, `tgt` and, `with_alignment`, `alignment`."""
     names = {"src": f"phrases.{src_lang}", "tgt": f"phrases.{tgt_lang}"}
     if with_alignment:
         names["alignment"] = "phrases.extract"
@@ -63,23 +80,24 @@ class ReleaseWriter:
     block ends without error.
     """
 
-    def __init__(self, out_dir, names, max_len, tag):
+    def __init__(self, out_dir: str, names: dict[str, str], max_len: int,
+                 tag: bool) -> None:
         self.out_dir, self.names = out_dir, names
         self.max_len, self.tag = max_len, tag
         self.count = 0
         self.src_lengths, self.tgt_lengths = Counter(), Counter()
 
-    def __enter__(self):
+    def __enter__(self) -> ReleaseWriter:
         self._stack = contextlib.ExitStack()
         self._files = {role: self._stack.enter_context(
             atomic_writer(os.path.join(self.out_dir, name)))
             for role, name in self.names.items()}
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool | None:
         return self._stack.__exit__(*exc)
 
-    def write(self, src, tgt, alignment=None):
+    def write(self, src: str, tgt: str, alignment: str | None = None) -> None:
         n_src, n_tgt = len(src.split()), len(tgt.split())
         if not (0 < n_src <= self.max_len and 0 < n_tgt <= self.max_len):
             raise ReleaseTooLong(f"a segment of {max(n_src, n_tgt)} words exceeds "
@@ -94,7 +112,7 @@ class ReleaseWriter:
         self._files["src"].write(src + "\n")
         self._files["tgt"].write(tgt + "\n")
 
-    def write_records(self, records):
+    def write_records(self, records: Sequence[str]) -> None:
         """Write many `src\ttgt\talignment` records (extraction's format) at once.
 
         The same bytes and checks as `write` on each, with per-block string operations
@@ -121,6 +139,71 @@ class ReleaseWriter:
                 block = add_tags(block.replace("\n", f" {TAG_CLOSE}\n{TAG_OPEN} "))
             self._files[role].write(block + "\n")
 
-    def length_histogram(self):
+    def length_histogram(self) -> dict[str, dict[str, int]]:
         return {"src": {str(k): v for k, v in sorted(self.src_lengths.items())},
                 "tgt": {str(k): v for k, v in sorted(self.tgt_lengths.items())}}
+
+
+@dataclass
+class CollectorRecords:
+    """What a collector adds to a release's records, beside what every release states."""
+    params: dict = field(default_factory=dict)  # added to the shared manifest's params
+    shared: dict = field(default_factory=dict)  # added to OUT/manifest.json
+    owner: dict = field(default_factory=dict)  # added to OUT/owner/manifest.json
+    files: dict = field(default_factory=dict)  # {name: JSON content} written into OUT
+
+
+class PairCollector(Protocol):
+    """Collects the phrase pairs extraction finds, then writes the release.
+
+    `add_unit` gets one sentence pair's records (`src\ttgt\talignment`, the alignment ""
+    unless the release keeps it) in corpus order; `write_release` writes the chosen
+    pairs through a ReleaseWriter once every unit is in; `close` frees what the
+    collector holds (always called, also after an error)."""
+
+    sample_rate: float | None  # the share kept (the manifest states it); None: not sampled
+    total: int  # phrase-pair occurrences collected
+
+    def add_unit(self, line_no: int, records: Sequence[str]) -> None: ...
+
+    def write_release(self, writer: ReleaseWriter) -> float: ...
+
+    def records(self, aligner: str) -> CollectorRecords: ...
+
+    def close(self) -> None: ...
+
+
+class SampledRelease:
+    """Every occurrence shuffled on disk (nmtfrag.sample.ExternalShuffle), then a
+    uniformly random `sample_rate` share of them released: fragmentation without a
+    formal guarantee (Kim et al. 2021)."""
+
+    def __init__(self, work_dir: str, rng: np.random.Generator, n_buckets: int,
+                 sample_rate: float) -> None:
+        from .sample import ExternalShuffle
+
+        self.pool = ExternalShuffle(work_dir, rng, n_buckets)
+        self.sample_rate = sample_rate
+
+    @property
+    def total(self) -> int:
+        return self.pool.total
+
+    def add_unit(self, line_no: int, records: Iterable[str]) -> None:
+        self.pool.add_many(records)
+
+    def write_release(self, writer: ReleaseWriter) -> float:
+        """Write the sample; returns the seconds spent in the writer (the rest of the
+        time reads and shuffles the buckets)."""
+        writing = 0.0
+        for records in self.pool.sample_chunks(self.sample_rate):
+            t1 = time.perf_counter()
+            writer.write_records(records)
+            writing += time.perf_counter() - t1
+        return writing
+
+    def records(self, aligner: str) -> CollectorRecords:
+        return CollectorRecords()
+
+    def close(self) -> None:
+        self.pool.close()

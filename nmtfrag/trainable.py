@@ -10,13 +10,19 @@ same sets serve non-private fine-tuning (cheap adaptation of a large model).
 - bias:    every bias vector (BitFit);
 - decoder: the decoder's layers and final layer norm (embeddings stay frozen).
 """
+from __future__ import annotations
+
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+# the LoRA names live in a torch-free leaf module: lora.py (torch) and this module (which
+# the CLI imports) both read them, and neither imports the other for them
+from .lora_targets import LORA_DEFAULT_MODULES, LORA_MODULES, parse_lora_modules
+
+if TYPE_CHECKING:
+    from torch import nn
 
 CHOICES = ("all", "lora", "bias", "decoder")
-# short names users give (--lora-modules) → attribute names in fairseq's layers
-LORA_MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "out_proj",
-                "fc1": "fc1", "fc2": "fc2"}
-LORA_DEFAULT_MODULES = ("q", "k", "v", "out", "fc1", "fc2")
 _EMBEDDINGS = ("embed_tokens", "output_projection")
 
 
@@ -26,19 +32,19 @@ class TrainableSet:
     kind: str = "all"
     lora_rank: int = 8
     lora_alpha: float = 16.0
-    lora_modules: tuple = field(default=LORA_DEFAULT_MODULES)
+    lora_modules: tuple[str, ...] = field(default=LORA_DEFAULT_MODULES)
     freeze_embeddings: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind not in CHOICES:
             raise ValueError(f"trained parameters must be one of {CHOICES}, got {self.kind!r}")
         self.lora_modules = parse_lora_modules(self.lora_modules)
 
     @property
-    def lora_scaling(self):
+    def lora_scaling(self) -> float:
         return self.lora_alpha / self.lora_rank
 
-    def public_record(self):
+    def public_record(self) -> dict:
         rec = {"kind": self.kind}
         if self.kind == "lora":
             rec.update(rank=self.lora_rank, alpha=self.lora_alpha,
@@ -48,18 +54,7 @@ class TrainableSet:
         return rec
 
 
-def parse_lora_modules(spec):
-    """"q,v,fc1" (or a sequence) → ("q", "v", "fc1"); unknown names raise ValueError."""
-    names = tuple(s.strip() for s in spec.split(",") if s.strip()) if isinstance(spec, str) \
-        else tuple(spec)
-    bad = [n for n in names if n not in LORA_MODULES]
-    if bad or not names:
-        raise ValueError(f"LoRA modules must be among {','.join(LORA_MODULES)}; "
-                         f"got {spec!r}")
-    return names
-
-
-def apply(model, spec, seed=0):
+def apply(model: nn.Module, spec: TrainableSet, seed: int = 0) -> tuple[int, list[str]]:
     """Set `requires_grad` on `model`'s parameters (adding adapters for "lora").
     Returns (number of trained parameters, names of the trained tensors)."""
     if spec.kind == "lora":
@@ -75,7 +70,7 @@ def apply(model, spec, seed=0):
     return sum(p.numel() for p in model.parameters() if p.requires_grad), names
 
 
-def _trained(name, spec):
+def _trained(name: str, spec: TrainableSet) -> bool:
     embedding = any(e in name for e in _EMBEDDINGS)
     if spec.kind == "all":
         return not (spec.freeze_embeddings and embedding)

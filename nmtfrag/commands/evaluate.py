@@ -21,7 +21,7 @@ examples:
       --engine ctranslate2 --compute-type int8 --threads 2
 """
 from .. import cli_types as ct
-from ._engine import add_engine_arguments, add_length_arguments
+from .engine_options import add_engine_arguments, add_length_arguments
 
 HELP = "translate a test set and report SacreBLEU, chrF, lengths, significance"
 

@@ -150,7 +150,7 @@ def _run(args):
     import sys
 
     from ..errors import InputError
-    from ..extract import extract_release
+    from ..extract import ExtractOptions, extract_release
 
     dp = None
     if args.dp:
@@ -167,9 +167,9 @@ def _run(args):
     elif args.epsilon is not None or args.delta is not None:
         raise InputError("--epsilon and --delta are used only with --dp")
 
-    result = extract_release(
-        args.src, args.tgt, args.out, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
-        max_len=args.max_len, min_len=args.min_len,
+    result = extract_release(args.src, args.tgt, args.out, ExtractOptions(
+        src_lang=args.src_lang, tgt_lang=args.tgt_lang, max_len=args.max_len,
+        min_len=args.min_len,
         sample_rate=0.5 if args.sample_rate is None else args.sample_rate, tag=args.tag,
         seed=args.seed, symmetrize_method=args.symmetrize, alignments=args.alignments,
         priors=args.priors, pretokenized=args.pretokenized,
@@ -177,7 +177,7 @@ def _run(args):
         keep_alignments=args.keep_alignments, work_dir=args.work_dir,
         keep_work=args.keep_work, overwrite=args.overwrite, verbose=args.verbose, dp=dp,
         documents=args.documents, align_public=args.align_public,
-        align_model=args.align_model)
+        align_model=args.align_model))
     c = result.owner["counts"]  # owner-side counts: fine on the owner's terminal
     whole = (f"{c['whole_sentence_occurrences_dropped']} whole-sentence ones dropped"
              if not args.allow_whole_sentences else

@@ -11,7 +11,7 @@ examples:
       --compute-type int8 --threads 2 > test.hyp
 """
 from .. import cli_types as ct
-from ._engine import add_engine_arguments, add_length_arguments
+from .engine_options import add_engine_arguments, add_length_arguments
 
 HELP = "translate stdin to stdout with a model directory (ad-hoc use)"
 
@@ -61,9 +61,9 @@ def run(args):
     from ..generate import load_translator
 
     if args.input:
-        from ..evaluate import _read_lines
+        from ..evaluate import read_lines
 
-        lines = _read_lines(args.input)
+        lines = read_lines(args.input)
     else:
         try:
             data = sys.stdin.buffer.read().decode("utf-8")

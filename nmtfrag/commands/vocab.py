@@ -21,12 +21,16 @@ examples:
   nmtfrag vocab --dp --src train.de --tgt train.en --sigma 10 --delta 1e-6 \\
       --tuple-len 64 --extend base_model/ --out extended_model/ --pretokenized
 """
+from __future__ import annotations
+
+import argparse
+
 from .. import cli_types as ct
 
 HELP = "learn a DP vocabulary (noisy thresholded histogram → BPE codes, ε_V)"
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dp", action="store_true", required=True,
                    help="differentially private vocabulary (required; the only mode)")
     p.add_argument("--src", metavar="FILE", help="source side (never modified)")
@@ -71,99 +75,36 @@ def add_arguments(p):
     p.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     from ..tmx import tmx_corpus
 
     with tmx_corpus(args, documents=None):  # --tmx: the two files, privately
         return _run(args)
 
 
-def _run(args):
-    import os
-
-    from ..corpus import SkipLog, read_parallel, validate_parallel
-    from ..dp import vocab
+def _run(args: argparse.Namespace) -> int:
+    from ..dp.vocab import VocabularyJob, build_vocabulary
     from ..errors import InputError
-    from ..fileio import (OWNER_DIR, atomic_writer, prepare_output_dir, sha256_file,
-                          tool_versions, write_json, write_owner_json)
-    from ..tokenize import to_tokens
 
     if not args.dp:
         raise InputError("only the DP vocabulary is implemented: pass --dp")
     if args.delta is None:
         raise InputError("--delta is required: a DP vocabulary without δ is void")
-    n_lines = validate_parallel(args.src, args.tgt)
-    # before any tokenising: n ≤ the line count, so δ_V ≥ 1/lines means δ_V ≥ 1/n
-    vocab.check_vocab_delta(args.delta, n_lines, "input lines")
-    existed = os.path.isdir(args.out)
-    out = prepare_output_dir(args.out, args.overwrite, inputs=[args.src, args.tgt],
-                             kind="nmtfrag-dp-vocabulary")
-    skips = SkipLog()
-
-    def pairs():
-        for _, s, t in read_parallel(args.src, args.tgt, skips):
-            yield (to_tokens(s, args.src_lang, args.pretokenized),
-                   to_tokens(t, args.tgt_lang, args.pretokenized))
-
-    # --extend keeps the base model's merges and only appends; no codes to learn
-    try:
-        res = vocab.dp_vocabulary(pairs(), args.sigma, args.delta, args.tuple_len,
-                                  0 if args.extend else args.merges, seed=args.seed,
-                                  dedup=args.dedup, min_frequency=args.min_frequency)
-    except InputError:
-        if not existed and not os.listdir(out):
-            os.rmdir(out)  # refused after counting: leave no OUT behind
-        raise
-    noisy = res["noisy"]
-    with atomic_writer(os.path.join(out, "noisy_counts.txt")) as f:
-        for w, c in sorted(noisy.items(), key=lambda kv: (-kv[1], kv[0])):
-            f.write(f"{w} {c:.1f}\n")
-    extension = None
-    if args.extend:
-        # computed from the DP histogram and the public base model only: post-processing
-        extension = vocab.extend_model(args.extend, out, noisy, args.min_pieces,
-                                       args.max_new_words, src_lang=args.src_lang,
-                                       tgt_lang=args.tgt_lang)
-    else:
-        codes_path = os.path.join(out, "bpecodes")
-        vocab.write_codes(res["codes"], codes_path)
-        sub = vocab.subword_vocab(noisy, codes_path)
-        for lang in (args.src_lang, args.tgt_lang):
-            vocab.write_fairseq_dict(sub, os.path.join(out, f"dict.{lang}.txt"))
-    params = {k: getattr(args, k) for k in (
-        "sigma", "delta", "tuple_len", "dedup", "merges", "min_frequency", "min_pieces",
-        "max_new_words", "pretokenized", "src_lang", "tgt_lang")}
-    write_owner_json(out, {
-        "kind": "nmtfrag-dp-vocabulary-owner-record",
-        "note": "owner-only: exact corpus counts are not differentially private",
-        "params": {**params, "extend": args.extend}, "randomness": res["seed"].owner_record(),
-        "input_lines": n_lines, "skipped": skips.to_json(), "counts": res["stats"],
-        "inputs": {"src": {"path": args.src, "sha256": sha256_file(args.src)},
-                   "tgt": {"path": args.tgt, "sha256": sha256_file(args.tgt)}},
-        "tool_versions": tool_versions("subword-nmt", "fastbpe", "numpy", "scipy", "torch"),
-    })
-    privacy = {"vocabulary": res["privacy"]}
-    write_json(os.path.join(out, "privacy.json"), privacy)
-    write_json(os.path.join(out, "manifest.json"), {
-        "kind": "nmtfrag-dp-vocabulary",
-        "mode": "extend" if args.extend else "from_scratch", "params": params,
-        "shareable": f"every file here except {OWNER_DIR}/",
-        "randomness": res["seed"].public_record(), "threshold": res["threshold"],
-        "paper_threshold_not_used": res["paper_threshold"],
-        "per_word_tail_probability": res["tail_probability"],
-        "privacy": res["privacy"], "epsilon_both_methods": res["epsilon"],
-        # noisy words and merges only (DP post-processing), never the corpus counts
-        "kept_words": len(noisy), "merges_learned": len(res["codes"]),
-        "extension": extension,
-    })
-    e = res["epsilon"]
-    print(f"kept {len(noisy)} of {res['stats']['distinct_words']} words "
-          f"(threshold C = {res['threshold']:.1f})"
-          + ("" if args.extend else f"; {len(res['codes'])} merges"))
-    if extension:
-        print(f"extended {args.extend}: {extension['new_words']} new words, "
-              f"{extension['new_symbols']} new symbols")
+    result = build_vocabulary(VocabularyJob(
+        src=args.src, tgt=args.tgt, out=args.out, sigma=args.sigma, delta=args.delta,
+        src_lang=args.src_lang, tgt_lang=args.tgt_lang, pretokenized=args.pretokenized,
+        tuple_len=args.tuple_len, dedup=args.dedup, merges=args.merges,
+        min_frequency=args.min_frequency, extend=args.extend, min_pieces=args.min_pieces,
+        max_new_words=args.max_new_words, seed=args.seed, overwrite=args.overwrite))
+    m = result.manifest
+    e = m["epsilon_both_methods"]
+    print(f"kept {m['kept_words']} of {result.owner['counts']['distinct_words']} words "
+          f"(threshold C = {m['threshold']:.1f})"
+          + ("" if args.extend else f"; {m['merges_learned']} merges"))
+    if m["extension"]:
+        print(f"extended {args.extend}: {m['extension']['new_words']} new words, "
+              f"{m['extension']['new_symbols']} new symbols")
     print(f"ε_V = {e['analytic_gaussian']:.4f} (analytic Gaussian, used); "
           f"Corollary 1: {e['corollary_1']:.4f}; δ_V = {2 * args.delta:g}")
-    print(f"wrote {out}")
+    print(f"wrote {result.out}")
     return 0

@@ -16,12 +16,26 @@ smallest noise that makes the counts (ε, δ_G)-DP at sensitivity √K.
 sensitivity 1, cutoff Γ = ρ + `cutoff_sigmas`·σ. On EMEA (max-len 4, δ = 1e-6) it
 releases about 1.6× as many distinct pairs as the best count (benchmarks/dp_release.py),
 but its weights saturate near Γ, so they carry no frequencies: its pairs are written once.
+
+`DPSetUnionRelease` is the release collector (nmtfrag.release.PairCollector) of
+`nmtfrag extract --dp`: it groups the extracted pairs by unit and writes what clears the
+threshold.
 """
+from __future__ import annotations
+
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
+from ..fileio import sha256_file
+from ..randomness import Seed
+from ..release import CollectorRecords, ReleaseWriter
 from . import histogram
+
+if TYPE_CHECKING:
+    import numpy as np
 
 UNITS = ("sentence", "document")
 
@@ -37,7 +51,7 @@ class DPReleaseParams:
     weights: str = "count"  # unit counts (sensitivity √K) or "policy" (Gopi et al.)
     cutoff_sigmas: float = 8.0  # policy only: Γ = ρ + cutoff_sigmas·σ (best of 2–8 on EMEA)
 
-    def check(self, n_units=None):
+    def check(self, n_units: int | None = None) -> None:
         histogram.check_params(self.delta, self.cap)
         if self.unit not in UNITS:
             raise InputError(f"--privacy-unit must be one of {', '.join(UNITS)}")
@@ -53,7 +67,7 @@ class DPReleaseParams:
                              f"({self.unit}s): such a δ allows releasing a unit outright")
 
 
-def calibrate(params):
+def calibrate(params: DPReleaseParams) -> tuple[float, float]:
     """(σ, threshold T) for the requested (ε, δ) and cap."""
     half = params.delta / 2
     if params.weights == "policy":  # sensitivity 1 whatever the cap
@@ -63,7 +77,8 @@ def calibrate(params):
     return sigma, histogram.threshold(sigma, half, params.cap)
 
 
-def certificate(params, sigma, thr, randomness):
+def certificate(params: DPReleaseParams, sigma: float, thr: float,
+                randomness: dict) -> dict:
     """The release's privacy.json content (public). It never holds the number of units:
     under add/remove DP, n alone would tell whether a unit is in (n stays in the owner's
     manifest)."""
@@ -92,7 +107,9 @@ def certificate(params, sigma, thr, randomness):
                       "composition": "one mechanism (ε, δ_G + δ_T)"}}
 
 
-def select_pairs(unit_pairs, params, sigma, thr, rng, stats=None):
+def select_pairs(unit_pairs: Iterable[Sequence[tuple[str, str]]], params: DPReleaseParams,
+                 sigma: float, thr: float, rng: np.random.Generator,
+                 stats: dict | None = None) -> dict[tuple[str, str], float]:
     """{(src, tgt): noisy count} of the released pairs.
 
     `unit_pairs` yields, per unit, the (src, tgt) phrase pairs it holds (repeats and
@@ -110,10 +127,78 @@ def select_pairs(unit_pairs, params, sigma, thr, rng, stats=None):
     return histogram.noisy_threshold(counts, sigma, thr, rng)
 
 
-def release_lines(kept, repeat, rng):
+def release_lines(kept: dict[tuple[str, str], float], repeat: str,
+                  rng: np.random.Generator) -> list[tuple[str, str]]:
     """The released (src, tgt) lines in a uniformly random order: each kept pair once or
     round(noisy count) times (a post-processing of the DP counts)."""
     pairs = sorted(kept)
     times = [1 if repeat == "once" else max(1, int(round(kept[p]))) for p in pairs]
     lines = [p for p, k in zip(pairs, times) for _ in range(k)]
     return [lines[i] for i in rng.permutation(len(lines))]
+
+
+class DPSetUnionRelease:
+    """Phrase pairs per privacy unit, released by the DP set union (a
+    nmtfrag.release.PairCollector).
+
+    Exact counts stay in memory and in the owner's manifest; only the pairs that clear
+    the noisy threshold reach the release. `doc_ids` (one per input line) makes
+    documents the unit, else each sentence pair is one; `documents` is the file they
+    came from (its path and hash go to the owner's manifest)."""
+
+    sample_rate = None  # the threshold decides, not a share
+
+    def __init__(self, params: DPReleaseParams, rng: np.random.Generator, seed: Seed,
+                 doc_ids: Sequence[str] | None = None,
+                 documents: str | None = None) -> None:
+        self.params, self.rng, self.seed = params, rng, seed
+        self.doc_ids, self.documents = doc_ids, documents
+        self.units: dict = {}
+        self.total = 0
+        self.stats: dict = {}
+        self.certificate: dict | None = None
+
+    def add_unit(self, line_no: int, records: Sequence[str]) -> None:
+        key = line_no if self.doc_ids is None else self.doc_ids[line_no - 1]
+        self.units.setdefault(key, []).extend(tuple(r.split("\t")[:2]) for r in records)
+        self.total += len(records)
+
+    def write_release(self, writer: ReleaseWriter) -> float:
+        """Write the released pairs; returns 0.0 (the seconds spent in the writer are
+        not told apart from the selection's)."""
+        for s_phrase, t_phrase in self.release_pairs():
+            writer.write(s_phrase, t_phrase)
+        return 0.0
+
+    def release_pairs(self) -> list[tuple[str, str]]:
+        """The released (src, tgt) lines, in a random order; sets the certificate."""
+        self.params.check(n_units=len(self.units))
+        sigma, thr = calibrate(self.params)
+        if thr > len(self.units):
+            raise InputError(
+                f"the DP threshold is {thr:.1f} {self.params.unit}s but there "
+                f"are only {len(self.units)}: no phrase pair could ever be released. Use "
+                f"more data, a larger --epsilon or --delta, or a smaller --unit-cap")
+        kept = select_pairs(self.units.values(), self.params, sigma, thr, self.rng,
+                            self.stats)
+        self.stats["released_distinct_pairs"] = len(kept)
+        self.stats["units"] = len(self.units)  # owner-only: n never ships
+        self.certificate = certificate(self.params, sigma, thr, self.seed.public_record())
+        return release_lines(kept, self.params.repeat, self.rng)
+
+    def records(self, aligner: str) -> CollectorRecords:
+        """The parameters, the certificate (OUT/privacy.json and the manifest's
+        "privacy") and the owner's exact counts. The certificate states the aligner:
+        it holds only if each unit was aligned on its own."""
+        self.certificate["release"]["aligner"] = aligner
+        documents = ({"path": self.documents, "sha256": sha256_file(self.documents)}
+                     if self.documents else None)
+        return CollectorRecords(
+            params={"dp": {k: getattr(self.params, k) for k in (
+                "epsilon", "delta", "cap", "unit", "repeat", "weights")}},
+            shared={"privacy": self.certificate},
+            owner={"dp_counts": self.stats, "documents": documents},
+            files={"privacy.json": self.certificate})
+
+    def close(self) -> None:
+        self.units = {}

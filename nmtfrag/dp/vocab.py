@@ -22,31 +22,45 @@ Guarantee: (ε_V, 2δ)-DP per unit (δ from the Gaussian mechanism, δ from the 
 with ε_V from the analytic Gaussian mechanism (Balle & Wang 2018) at noise σ/√N — used —
 and, for reference, the paper's Corollary 1: ε = (√N/σ)·√(2 ln(1.25/δ)) (valid < 1).
 Noise is drawn from secret randomness unless a seed is given (nmtfrag.randomness).
+
+The stage (`build_vocabulary`, what `nmtfrag vocab --dp` calls) reads the corpus and
+writes OUT: the DP files (bpecodes, dictionaries, noisy_counts.txt, privacy.json,
+manifest.json) and OUT/owner/manifest.json (exact counts, input hashes, the seed).
 """
+from __future__ import annotations
+
 import io
 import math
+import os
 import re
 from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
+from ..corpus import SkipLog, read_parallel, validate_parallel
 from ..errors import InputError
+from ..fileio import (OWNER_DIR, atomic_writer, prepare_output_dir, sha256_file,
+                      tool_versions, write_json, write_owner_json)
 from ..randomness import resolve_seed
+from ..tokenize import to_tokens
 from .histogram import noisy_threshold, tail_probability, threshold, unit_counts
 
-__all__ = ["threshold", "tail_probability", "noisy_threshold", "dp_vocabulary"]
+__all__ = ["threshold", "tail_probability", "noisy_threshold", "dp_vocabulary",
+           "VocabularyJob", "VocabularyResult", "build_vocabulary"]
 
 UNIT = ("one sentence pair (a pair repeated k times in the corpus is protected only as "
         "a group of k: ε grows with k; use --dedup)")
 UNIT_DEDUP = "one distinct sentence pair (duplicates counted once with --dedup)"
 
 
-def paper_threshold(sigma, delta, tuple_len):
+def paper_threshold(sigma: float, delta: float, tuple_len: int) -> float:
     """Hoory et al.'s printed C = 1 + σ·erf⁻¹(1 − δ/N) (missing √2; reference only)."""
     from scipy.special import erfinv
 
     return 1.0 + sigma * float(erfinv(1.0 - delta / tuple_len))
 
 
-def vocab_epsilon(sigma, delta, tuple_len):
+def vocab_epsilon(sigma: float, delta: float, tuple_len: int) -> dict[str, float]:
     """ε_V of the noisy histogram (L2 sensitivity √N, noise σ) by both methods."""
     from .accounting import analytic_gaussian_epsilon, classic_gaussian_epsilon
 
@@ -56,7 +70,8 @@ def vocab_epsilon(sigma, delta, tuple_len):
     }
 
 
-def learn_bpe_codes(noisy, merges, min_frequency=2):
+def learn_bpe_codes(noisy: Mapping[str, float], merges: int,
+                    min_frequency: int = 2) -> list[tuple[str, str, int]]:
     """Learn BPE merges from {word: noisy count} with subword-nmt; return
     [(left, right, frequency), …] in merge order (fastBPE codes)."""
     import contextlib
@@ -79,15 +94,13 @@ def learn_bpe_codes(noisy, merges, min_frequency=2):
     return [(a, b, f) for (a, b), f in zip(pairs, freqs)]
 
 
-def write_codes(codes, path):
-    from ..fileio import atomic_writer
-
+def write_codes(codes: Iterable[tuple[str, str, int]], path: str) -> None:
     with atomic_writer(path) as f:
         for a, b, freq in codes:
             f.write(f"{a} {b} {freq}\n")
 
 
-def subword_vocab(noisy, codes_path):
+def subword_vocab(noisy: Mapping[str, float], codes_path: str) -> Counter:
     """Noisy subword counts: each kept word's BPE pieces get its (rounded) noisy count."""
     from ..bpe import load_fastbpe
 
@@ -102,15 +115,14 @@ def subword_vocab(noisy, codes_path):
     return vocab
 
 
-def write_fairseq_dict(vocab, path):
-    from ..fileio import atomic_writer
-
+def write_fairseq_dict(vocab: Mapping[str, int], path: str) -> None:
     with atomic_writer(path) as f:
         for sym, c in sorted(vocab.items(), key=lambda kv: (-kv[1], kv[0])):
             f.write(f"{sym} {c}\n")
 
 
-def pair_words(pairs, dedup=False, stats=None):
+def pair_words(pairs: Iterable[tuple[Sequence[str], Sequence[str]]], dedup: bool = False,
+               stats: dict | None = None) -> Iterator[list[str]]:
     """The words of each unit: one sentence pair (src + tgt tokens); with `dedup`, each
     distinct pair once."""
     seen = set()
@@ -125,7 +137,7 @@ def pair_words(pairs, dedup=False, stats=None):
         yield list(src) + list(tgt)
 
 
-def check_vocab_delta(delta, n_units, what="units"):
+def check_vocab_delta(delta: float, n_units: int | None, what: str = "units") -> None:
     """Refuse δ_V = 2δ ≥ 1/n: such a δ allows releasing a whole unit outright."""
     if n_units is not None and 2 * delta >= 1.0 / max(1, n_units):
         raise InputError(f"--delta {delta:g} gives δ_V = 2δ = {2 * delta:g}, not below "
@@ -133,8 +145,9 @@ def check_vocab_delta(delta, n_units, what="units"):
                          "outright; use a smaller --delta")
 
 
-def dp_vocabulary(pairs, sigma, delta, tuple_len, merges, seed=None, dedup=False,
-                  min_frequency=2):
+def dp_vocabulary(pairs: Iterable[tuple[Sequence[str], Sequence[str]]], sigma: float,
+                  delta: float, tuple_len: int, merges: int, seed: int | None = None,
+                  dedup: bool = False, min_frequency: int = 2) -> dict:
     """Run the whole DP-vocabulary mechanism on an iterable of (src_tokens, tgt_tokens).
 
     Returns a dict with `noisy` ({word: noisy count} of the kept words), `codes`
@@ -190,7 +203,8 @@ def _codes_to_dict_symbol(sym):
     return sym[:-4] if sym.endswith("</w>") else sym + "@@"
 
 
-def plan_extension(noisy, base_codes_path, base_symbols, min_pieces=3, max_new_words=1000):
+def plan_extension(noisy: Mapping[str, float], base_codes_path: str, base_symbols: set[str],
+                   min_pieces: int = 3, max_new_words: int = 1000) -> dict:
     """Choose DP-selected words the base BPE shatters into ≥ `min_pieces` pieces and
     build the merges that make each a single symbol.
 
@@ -231,16 +245,14 @@ def _read_dict_symbols(path):
         return [ln.rsplit(" ", 1)[0] for ln in f if ln.strip()]
 
 
-def extend_model(base_dir, out_dir, noisy, min_pieces=3, max_new_words=1000,
-                 checkpoint="model.pt", src_lang="de", tgt_lang="en"):
+def extend_model(base_dir: str, out_dir: str, noisy: Mapping[str, float],
+                 min_pieces: int = 3, max_new_words: int = 1000,
+                 checkpoint: str = "model.pt", src_lang: str = "de",
+                 tgt_lang: str = "en") -> dict:
     """Write OUT_DIR: BASE_DIR's model with the planned new symbols appended to its
     dictionaries, their merges appended to its bpecodes, and new embedding rows set to
     the mean of the base pieces' rows (encoder, decoder and output projection)."""
-    import os
-
     import torch
-
-    from ..fileio import atomic_writer
 
     codes_path = os.path.join(base_dir, "bpecodes")
     dict_paths = {lang: os.path.join(base_dir, f"dict.{lang}.txt") for lang in (src_lang, tgt_lang)}
@@ -297,3 +309,127 @@ def extend_model(base_dir, out_dir, noisy, min_pieces=3, max_new_words=1000,
     return {"new_words": len(plan["words"]), "new_symbols": len(new_syms),
             "new_merges": len(plan["merges"]), "other_words_resegmented": changed,
             "examples": [[w, " ".join(p)] for w, p in plan["words"][:20]]}
+
+
+# --- the stage: corpus files → OUT (what `nmtfrag vocab --dp` calls) -----------------
+
+@dataclass(frozen=True)
+class VocabularyJob:
+    """What `build_vocabulary` reads, writes and computes (the CLI's options).
+
+    `extend` names a WMT19-layout base model: OUT becomes a copy of it extended with the
+    DP-selected words its BPE shatters into at least `min_pieces` pieces (at most
+    `max_new_words`), instead of a vocabulary learned from scratch with `merges` merges.
+    `seed` None draws the noise from secret randomness."""
+    src: str
+    tgt: str
+    out: str
+    sigma: float
+    delta: float
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    pretokenized: bool = False
+    tuple_len: int = 256
+    dedup: bool = False
+    merges: int = 8000
+    min_frequency: int = 2
+    extend: str | None = None
+    min_pieces: int = 3
+    max_new_words: int = 1000
+    seed: int | None = None
+    overwrite: bool = False
+
+    def public_params(self) -> dict:
+        """The parameters the shared manifest states (no path, no seed)."""
+        return {k: getattr(self, k) for k in (
+            "sigma", "delta", "tuple_len", "dedup", "merges", "min_frequency",
+            "min_pieces", "max_new_words", "pretokenized", "src_lang", "tgt_lang")}
+
+
+@dataclass
+class VocabularyResult:
+    out: str  # the output directory, as prepared (absolute or as given)
+    manifest: dict  # OUT/manifest.json: DP, may be shared
+    owner: dict  # OUT/owner/manifest.json: exact corpus counts, never shared
+
+
+def build_vocabulary(job: VocabularyJob) -> VocabularyResult:
+    """Run the DP vocabulary stage: count, noise and threshold the words of
+    `job.src`/`job.tgt`, then learn BPE codes and dictionaries from the noisy histogram
+    (or extend `job.extend`'s). Raises InputError for anything the user must fix; a
+    refusal after counting leaves no OUT behind if it did not exist before."""
+    n_lines = validate_parallel(job.src, job.tgt)
+    # before any tokenising: n ≤ the line count, so δ_V ≥ 1/lines means δ_V ≥ 1/n
+    check_vocab_delta(job.delta, n_lines, "input lines")
+    existed = os.path.isdir(job.out)
+    out = prepare_output_dir(job.out, job.overwrite, inputs=[job.src, job.tgt],
+                             kind="nmtfrag-dp-vocabulary")
+    skips = SkipLog()
+
+    def pairs():
+        for _, s, t in read_parallel(job.src, job.tgt, skips):
+            yield (to_tokens(s, job.src_lang, job.pretokenized),
+                   to_tokens(t, job.tgt_lang, job.pretokenized))
+
+    # --extend keeps the base model's merges and only appends; no codes to learn
+    try:
+        res = dp_vocabulary(pairs(), job.sigma, job.delta, job.tuple_len,
+                            0 if job.extend else job.merges, seed=job.seed,
+                            dedup=job.dedup, min_frequency=job.min_frequency)
+    except InputError:
+        if not existed and not os.listdir(out):
+            os.rmdir(out)  # refused after counting: leave no OUT behind
+        raise
+    extension = _write_vocabulary_files(job, out, res)
+    return _write_manifests(job, out, res, extension, n_lines, skips)
+
+
+def _write_vocabulary_files(job: VocabularyJob, out: str, res: dict) -> dict | None:
+    """noisy_counts.txt, then bpecodes + dictionaries (or the extended model dir);
+    returns the extension's summary with --extend, else None."""
+    noisy = res["noisy"]
+    with atomic_writer(os.path.join(out, "noisy_counts.txt")) as f:
+        for w, c in sorted(noisy.items(), key=lambda kv: (-kv[1], kv[0])):
+            f.write(f"{w} {c:.1f}\n")
+    if job.extend:
+        # computed from the DP histogram and the public base model only: post-processing
+        return extend_model(job.extend, out, noisy, job.min_pieces, job.max_new_words,
+                            src_lang=job.src_lang, tgt_lang=job.tgt_lang)
+    codes_path = os.path.join(out, "bpecodes")
+    write_codes(res["codes"], codes_path)
+    sub = subword_vocab(noisy, codes_path)
+    for lang in (job.src_lang, job.tgt_lang):
+        write_fairseq_dict(sub, os.path.join(out, f"dict.{lang}.txt"))
+    return None
+
+
+def _write_manifests(job: VocabularyJob, out: str, res: dict, extension: dict | None,
+                     n_lines: int, skips: SkipLog) -> VocabularyResult:
+    """OUT/owner/manifest.json, OUT/privacy.json, then OUT/manifest.json (last: the
+    completion mark)."""
+    params = job.public_params()
+    owner = {
+        "kind": "nmtfrag-dp-vocabulary-owner-record",
+        "note": "owner-only: exact corpus counts are not differentially private",
+        "params": {**params, "extend": job.extend}, "randomness": res["seed"].owner_record(),
+        "input_lines": n_lines, "skipped": skips.to_json(), "counts": res["stats"],
+        "inputs": {"src": {"path": job.src, "sha256": sha256_file(job.src)},
+                   "tgt": {"path": job.tgt, "sha256": sha256_file(job.tgt)}},
+        "tool_versions": tool_versions("subword-nmt", "fastbpe", "numpy", "scipy", "torch"),
+    }
+    write_owner_json(out, owner)
+    write_json(os.path.join(out, "privacy.json"), {"vocabulary": res["privacy"]})
+    manifest = {
+        "kind": "nmtfrag-dp-vocabulary",
+        "mode": "extend" if job.extend else "from_scratch", "params": params,
+        "shareable": f"every file here except {OWNER_DIR}/",
+        "randomness": res["seed"].public_record(), "threshold": res["threshold"],
+        "paper_threshold_not_used": res["paper_threshold"],
+        "per_word_tail_probability": res["tail_probability"],
+        "privacy": res["privacy"], "epsilon_both_methods": res["epsilon"],
+        # noisy words and merges only (DP post-processing), never the corpus counts
+        "kept_words": len(res["noisy"]), "merges_learned": len(res["codes"]),
+        "extension": extension,
+    }
+    write_json(os.path.join(out, "manifest.json"), manifest)
+    return VocabularyResult(out, manifest, owner)

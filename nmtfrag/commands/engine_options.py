@@ -1,10 +1,21 @@
 """The decoding-engine options shared by `evaluate` and `translate`."""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
 from .. import cli_types as ct
 from ..ct2_engine import COMPUTE_TYPES  # light modules: no torch, fairseq or ctranslate2
-from ..generate import ENGINES, MAX_LEN_A, MAX_LEN_B
+from ..generate import ENGINES
+from ..translator import MAX_LEN_A, MAX_LEN_B
 
 
-def add_length_arguments(g):
+class ArgumentGroup(Protocol):
+    """An argparse parser or argument group: what these options are added to."""
+
+    def add_argument(self, *names: str, **settings: Any) -> object: ...
+
+
+def add_length_arguments(g: ArgumentGroup) -> None:
     """--max-len-a/--max-len-b: fairseq's output length limit, fairseq's defaults."""
     g.add_argument("--max-len-a", type=ct.nonnegative_float, default=MAX_LEN_A, metavar="A",
                    help=f"an output may have int(A × source tokens + B) subword tokens "
@@ -14,7 +25,7 @@ def add_length_arguments(g):
                         f"the hub)")
 
 
-def add_engine_arguments(g):
+def add_engine_arguments(g: ArgumentGroup) -> None:
     g.add_argument("--engine", choices=ENGINES, default="fairseq",
                    help="decoder: fairseq (default; the reference) or ctranslate2 (faster "
                         "on CPU, needs `pip install 'nmtfrag[ct2]'`; one checkpoint, no "
