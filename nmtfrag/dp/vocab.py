@@ -43,6 +43,7 @@ from ..fileio import (OWNER_DIR, atomic_writer, prepare_output_dir, sha256_file,
                       tool_versions, write_json, write_owner_json)
 from ..randomness import resolve_seed
 from ..tokenize import to_tokens
+from .accounting import unit_key
 from .histogram import noisy_threshold, tail_probability, threshold, unit_counts
 
 __all__ = ["threshold", "tail_probability", "noisy_threshold", "dp_vocabulary",
@@ -185,7 +186,7 @@ def dp_vocabulary(pairs: Iterable[tuple[Sequence[str], Sequence[str]]], sigma: f
                     "corollary_1_valid": eps["corollary_1"] < 1.0,
                     "sigma": sigma, "tuple_len": tuple_len, "threshold": thr,
                     "unit": UNIT_DEDUP if dedup else UNIT,
-                    "unit_key": "distinct-sentence" if dedup else "sentence",
+                    "unit_key": unit_key(dedup=dedup),
                     "neighbouring": "add/remove one unit; the number of units is "
                                     "not shipped",
                     "randomness": seed.public_record()},
