@@ -243,7 +243,8 @@ def write_owner_json(out: str, obj: object, name: str = MANIFEST) -> str:
     return path
 
 
-def prepare_output_dir(out: str, overwrite: bool = False, *, inputs: Iterable[object] = (),
+def prepare_output_dir(out: str, overwrite: bool = False, *,
+                       inputs: Iterable[object] = (),
                        kind: str | None = None) -> str:
     """Create `out`, refusing to reuse a directory that holds a finished output.
 
