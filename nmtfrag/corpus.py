@@ -11,8 +11,11 @@ Decisions (documented in README, "Corpus input"):
 Lines are split on `\\n` only (never on the other characters `str.splitlines` treats as
 line breaks), so line numbers always match `wc -l` / `sed -n Np`.
 """
+from __future__ import annotations
+
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .errors import InputError
@@ -30,20 +33,20 @@ _CONTROL_NAMES = {0: "NUL", 0x1b: "ESC", 0x7f: "DEL", 0x0c: "form feed",
 class SkipLog:
     """Counts of skipped or normalised lines per reason (with their 1-based numbers)."""
 
-    counts: dict = field(default_factory=dict)
-    lines: dict = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    lines: dict[str, list[int]] = field(default_factory=dict)
 
-    def add(self, reason, line_no):
+    def add(self, reason: str, line_no: int) -> None:
         self.counts[reason] = self.counts.get(reason, 0) + 1
         listed = self.lines.setdefault(reason, [])
         if len(listed) < MAX_LISTED_LINES:
             listed.append(line_no)
 
     @property
-    def total(self):
+    def total(self) -> int:
         return sum(self.counts.values())
 
-    def to_json(self):
+    def to_json(self) -> dict[str, dict]:
         return {reason: {"count": n, "lines": self.lines[reason],
                          "lines_truncated": n > len(self.lines[reason])}
                 for reason, n in sorted(self.counts.items())}
@@ -56,7 +59,7 @@ def _raw_lines(path):
             yield line_no, raw[:-1] if raw.endswith(b"\n") else raw
 
 
-def check_input_file(path):
+def check_input_file(path: str) -> None:
     """Refuse a path that is missing, a directory, or an empty file (exit 2)."""
     if not os.path.exists(path):
         raise InputError(f"{path}: no such file")
@@ -66,7 +69,7 @@ def check_input_file(path):
         raise InputError(f"{path}: file is empty")
 
 
-def scan_text_file(path):
+def scan_text_file(path: str) -> int:
     """Check one file is readable UTF-8 text; return its number of lines.
 
     Raises InputError naming the first line that is not valid UTF-8 or holds a control
@@ -90,7 +93,7 @@ def scan_text_file(path):
     return n
 
 
-def validate_parallel(src_path, tgt_path):
+def validate_parallel(src_path: str, tgt_path: str) -> int:
     """Refuse a pair of files that cannot be a line-aligned corpus; return line count."""
     n_src = scan_text_file(src_path)
     n_tgt = scan_text_file(tgt_path)
@@ -111,7 +114,8 @@ def _clean(raw, line_no, normalised, side):
     return text
 
 
-def read_parallel(src_path, tgt_path, skips, normalised=None):
+def read_parallel(src_path: str, tgt_path: str, skips: SkipLog,
+                  normalised: SkipLog | None = None) -> Iterator[tuple[int, str, str]]:
     """Yield (line_no, src, tgt) for every usable pair; record the others in `skips`.
 
     Call `validate_parallel` first: this generator assumes equal line counts and UTF-8.

@@ -19,7 +19,10 @@ nmtfrag.ct2_engine); the text handling above is the same code for both, and the 
 records the engine, its compute type and the translation time.
 Lengths "in tokens" are SacreBLEU's 13a tokens, the ones BLEU counts.
 """
+from __future__ import annotations
+
 import os
+from collections.abc import Sequence
 
 from .errors import InputError
 from .fileio import public_name
@@ -40,7 +43,9 @@ def read_lines(path: str) -> list[str]:
     return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
 
 
-def score(hyps, refs, baseline_hyps=None, bootstrap_samples=1000):
+def score(hyps: Sequence[str], refs: Sequence[str],
+          baseline_hyps: Sequence[str] | None = None,
+          bootstrap_samples: int = 1000) -> tuple[dict, list[int], list[int]]:
     """SacreBLEU figures for detokenised hypotheses vs references (same length)."""
     from sacrebleu.metrics import BLEU, CHRF
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
@@ -73,7 +78,8 @@ def score(hyps, refs, baseline_hyps=None, bootstrap_samples=1000):
     return result, hyp_len, ref_len
 
 
-def paired_bootstrap(base_hyps, hyps, refs, n_samples=1000):
+def paired_bootstrap(base_hyps: Sequence[str], hyps: Sequence[str], refs: Sequence[str],
+                     n_samples: int = 1000) -> dict:
     """sacrebleu's paired bootstrap resampling, baseline vs this system (BLEU, chrF)."""
     from sacrebleu.metrics import BLEU, CHRF
     from sacrebleu.significance import PairedTest
@@ -101,7 +107,7 @@ def _r(x, nd=2):
     return None if x is None else round(float(x), nd)
 
 
-def plot_lengths(hyp_len, ref_len, path, title):
+def plot_lengths(hyp_len: list[int], ref_len: list[int], path: str, title: str) -> None:
     """PNG: output length vs reference length per sentence, with bucket means."""
     import logging
 
@@ -115,7 +121,7 @@ def plot_lengths(hyp_len, ref_len, path, title):
     ax.scatter(ref_len, hyp_len, s=6, alpha=0.35, label="sentences")
     top = max(ref_len + hyp_len + [1])
     ax.plot([0, top], [0, top], "k--", lw=0.8, label="output = reference")
-    buckets = {}
+    buckets: dict[int, list[tuple[int, int]]] = {}
     for r, h in zip(ref_len, hyp_len):
         buckets.setdefault(min(r // 10, 10), []).append((r, h))
     xs = sorted(buckets)
@@ -152,12 +158,17 @@ def _load_baseline(baseline, ref_sha, n):
     return hyps, report
 
 
-def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en",
-             tokenized=False, baseline=None, plot=False, first=None, beam=5,
-             max_tokens=4000, batch_size=None, device="cpu", fp16=False, checkpoint=None,
-             bootstrap_samples=1000, overwrite=False, name=None, show_progress=False,
-             engine="fairseq", compute_type=None, ct2_cache=None, threads=None,
-             max_len_a=None, max_len_b=None):
+def evaluate(out: str, *, src: str, ref: str, model: str | None = None,
+             hyp: str | None = None, src_lang: str = "de", tgt_lang: str = "en",
+             tokenized: bool = False, baseline: str | None = None, plot: bool = False,
+             first: int | None = None, beam: int = 5, max_tokens: int = 4000,
+             batch_size: int | None = None, device: str = "cpu", fp16: bool = False,
+             checkpoint: str | None = None, bootstrap_samples: int = 1000,
+             overwrite: bool = False, name: str | None = None,
+             show_progress: bool = False, engine: str = "fairseq",
+             compute_type: str | None = None, ct2_cache: str | None = None,
+             threads: int | None = None, max_len_a: float | None = None,
+             max_len_b: int | None = None) -> dict:
     """Translate `src` with `model` (or take `hyp`), score against `ref`, write reports.
 
     The output length limit (`max_len_a`, `max_len_b`) defaults to fairseq's (0, 200);
@@ -167,15 +178,8 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
     """
     from .bpe import moses_detokenize
 
-    if (model is None) == (hyp is None):
-        raise InputError("give exactly one of --model (translate) or --hyp (score a file)")
-    if hyp is not None and (engine != "fairseq" or compute_type or ct2_cache):
-        raise InputError("--engine, --compute-type and --ct2-cache need --model "
-                         "(--hyp is scored as given)")
-    if model is not None:  # a mistyped --model is refused before anything is read
-        from .model_dir import check_model_files
-
-        check_model_files(model, src_lang, tgt_lang, checkpoint, flag="--model")
+    _check_request(model, hyp, engine, compute_type, ct2_cache, src_lang, tgt_lang,
+                   checkpoint)
     src_lines, ref_lines = read_lines(src), read_lines(ref)
     if len(src_lines) != len(ref_lines):
         raise InputError(f"{src} has {len(src_lines)} lines but {ref} has "
@@ -190,31 +194,17 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
     out = prepare_output_dir(out, overwrite, inputs=[model, src, ref, hyp, baseline],
                              kind="nmtfrag-evaluation")
 
-    settings = {}
+    settings: dict = {}
     if model is not None:
-        import time
-
-        from .generate import MAX_LEN_A, MAX_LEN_B, load_translator
-
-        tr = load_translator(model, engine, compute_type=compute_type,
-                             ct2_cache=ct2_cache, threads=threads, src_lang=src_lang,
-                             tgt_lang=tgt_lang, checkpoint=checkpoint, device=device,
-                             fp16=fp16, beam=beam, max_tokens=max_tokens,
-                             batch_size=batch_size,
-                             max_len_a=MAX_LEN_A if max_len_a is None else max_len_a,
-                             max_len_b=MAX_LEN_B if max_len_b is None else max_len_b)
-        t0 = time.perf_counter()
-        hyps = tr.translate(src_lines, mode="moses" if tokenized else "raw",
-                            show_progress=show_progress)
-        settings = dict(tr.settings, truncated_sources=tr.truncated,
-                        model=public_name(tr.md.path),
-                        translation_seconds=round(time.perf_counter() - t0, 2))
+        hyps, settings = _translate(
+            model, src_lines, "moses" if tokenized else "raw", show_progress,
+            dict(engine=engine, compute_type=compute_type, ct2_cache=ct2_cache,
+                 threads=threads, src_lang=src_lang, tgt_lang=tgt_lang,
+                 checkpoint=checkpoint, device=device, fp16=fp16, beam=beam,
+                 max_tokens=max_tokens, batch_size=batch_size, max_len_a=max_len_a,
+                 max_len_b=max_len_b))
     else:
-        hyps = read_lines(hyp)
-        if first:
-            hyps = hyps[:first]
-        if len(hyps) != n:
-            raise InputError(f"{hyp} has {len(hyps)} lines but {ref} has {n}")
+        hyps = _read_hypotheses(hyp, first, ref, n)
     if len(hyps) != n:
         raise RuntimeError(f"{n} source lines but {len(hyps)} hypotheses")
     refs = [moses_detokenize(r, tgt_lang) for r in ref_lines] if tokenized else ref_lines
@@ -245,7 +235,59 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
                                        *(["ctranslate2"] if settings.get("engine") ==
                                          "ctranslate2" else [])),
     }
+    _write_reports(out, report, base_report, hyp_len, ref_len, plot)
+    return report
+
+
+def _check_request(model, hyp, engine, compute_type, ct2_cache, src_lang, tgt_lang,
+                   checkpoint):
+    """Refuse a request that names no system or two, or engine options without a model;
+    a mistyped --model is refused before anything is read."""
+    if (model is None) == (hyp is None):
+        raise InputError("give exactly one of --model (translate) or --hyp (score a file)")
+    if hyp is not None and (engine != "fairseq" or compute_type or ct2_cache):
+        raise InputError("--engine, --compute-type and --ct2-cache need --model "
+                         "(--hyp is scored as given)")
+    if model is not None:
+        from .model_dir import check_model_files
+
+        check_model_files(model, src_lang, tgt_lang, checkpoint, flag="--model")
+
+
+def _translate(model, src_lines, mode, show_progress, options):
+    """Hypotheses of `model` for `src_lines`, and the generation settings the report
+    records (engine, beam, length limit, truncated sources, model, seconds)."""
+    import time
+
+    from .generate import MAX_LEN_A, MAX_LEN_B, load_translator
+
+    max_len_a, max_len_b = options.pop("max_len_a"), options.pop("max_len_b")
+    tr = load_translator(model, options.pop("engine"), **options,
+                         max_len_a=MAX_LEN_A if max_len_a is None else max_len_a,
+                         max_len_b=MAX_LEN_B if max_len_b is None else max_len_b)
+    t0 = time.perf_counter()
+    hyps = tr.translate(src_lines, mode=mode, show_progress=show_progress)
+    settings = dict(tr.settings, truncated_sources=tr.truncated,
+                    model=public_name(tr.md.path),
+                    translation_seconds=round(time.perf_counter() - t0, 2))
+    return hyps, settings
+
+
+def _read_hypotheses(hyp, first, ref, n):
+    """The hypotheses of a --hyp file (its first `first` lines), one per reference."""
+    hyps = read_lines(hyp)
+    if first:
+        hyps = hyps[:first]
+    if len(hyps) != n:
+        raise InputError(f"{hyp} has {len(hyps)} lines but {ref} has {n}")
+    return hyps
+
+
+def _write_reports(out, report, base_report, hyp_len, ref_len, plot):
+    """OUT/lengths.png (if `plot`; recorded in the report), report.md, report.json and
+    manifest.json."""
     if plot:
+        result = report["scores"]
         plot_lengths(hyp_len, ref_len, os.path.join(out, "lengths.png"),
                      f"{report['name']}: output vs reference length "
                      f"(avg {result['avg_output_tokens']} vs {result['avg_reference_tokens']})")
@@ -255,10 +297,9 @@ def evaluate(out, *, src, ref, model=None, hyp=None, src_lang="de", tgt_lang="en
     write_json(os.path.join(out, "report.json"), report)
     write_json(os.path.join(out, "manifest.json"),
                {k: report[k] for k in ("kind", "params", "inputs_sha256", "tool_versions")})
-    return report
 
 
-def render_markdown(report, base_report=None):
+def render_markdown(report: dict, base_report: dict | None = None) -> str:
     s = report["scores"]
     gen = report.get("params", {}).get("generation") or {}
     engine = ""

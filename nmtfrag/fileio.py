@@ -4,6 +4,8 @@ manifests, progress bars.
 Why: a stage must never leave a half-written output that looks complete, and temporary
 copies of confidential text must not outlive the run (see README, "Data hygiene").
 """
+from __future__ import annotations
+
 import contextlib
 import hashlib
 import importlib.metadata
@@ -13,8 +15,16 @@ import platform
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from .errors import InputError
+
+if TYPE_CHECKING:  # tqdm is imported only for a bar on a terminal
+    from tqdm import tqdm
+
+StrPath = str | os.PathLike[str]  # a path as a string or a path object
+T = TypeVar("T")
 
 MANIFEST = "manifest.json"
 # Every output directory splits into what may be shared (top level) and what stays with
@@ -23,7 +33,7 @@ MANIFEST = "manifest.json"
 OWNER_DIR = "owner"
 
 
-def sha256_file(path, chunk=1 << 20):
+def sha256_file(path: StrPath, chunk: int = 1 << 20) -> str:
     """SHA-256 of a file's bytes (recorded in manifests instead of the text itself)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -32,7 +42,7 @@ def sha256_file(path, chunk=1 << 20):
     return h.hexdigest()
 
 
-def public_name(path):
+def public_name(path: StrPath | None) -> str | None:
     """The last component of `path` (a file or directory name), for reports and other
     files that get shared: an absolute path names the machine's layout (user names,
     mount points, project names), which is nobody's business. Owner-only records may
@@ -43,7 +53,8 @@ def public_name(path):
 
 
 @contextlib.contextmanager
-def atomic_writer(path, mode="w", encoding="utf-8", private=False):
+def atomic_writer(path: StrPath, mode: str = "w", encoding: str = "utf-8",
+                  private: bool = False) -> Iterator[IO[Any]]:
     """Write to a temp file beside `path`, rename over it only if the block succeeds.
 
     `private` files keep mkstemp's mode 0600 (owner-only data)."""
@@ -69,13 +80,13 @@ def _umask():
     return mask
 
 
-def write_json(path, obj, private=False):
+def write_json(path: StrPath, obj: object, private: bool = False) -> None:
     with atomic_writer(path, private=private) as f:
         json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=False)
         f.write("\n")
 
 
-def read_json(path):
+def read_json(path: StrPath) -> Any:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 
@@ -152,7 +163,7 @@ def _read_marker(path):
     return rec if isinstance(rec, dict) and rec.get("kind") == WORK_MARKER_KIND else None
 
 
-def sweep_stale_workdirs(bases=(), quiet=False):
+def sweep_stale_workdirs(bases: Iterable[str] = (), quiet: bool = False) -> int:
     """Remove the private work dirs (nmtfrag-*) in the system temp dir and in `bases`
     whose owner process is dead; say once on stderr how many. Returns that number.
 
@@ -184,7 +195,8 @@ def sweep_stale_workdirs(bases=(), quiet=False):
 
 
 @contextlib.contextmanager
-def private_workdir(base=None, keep=False, prefix=WORK_PREFIX):
+def private_workdir(base: str | None = None, keep: bool = False,
+                    prefix: str = WORK_PREFIX) -> Iterator[str]:
     """A mode-0700 directory for temporary files that may hold confidential text.
 
     Removed when the block ends (also on error) unless `keep` is true, in which case
@@ -211,7 +223,7 @@ def private_workdir(base=None, keep=False, prefix=WORK_PREFIX):
             shutil.rmtree(path, ignore_errors=True)
 
 
-def owner_dir(out):
+def owner_dir(out: str) -> str:
     """OUT/owner/: created mode 0700; what is in it must never leave the data owner."""
     path = os.path.join(out, OWNER_DIR)
     os.makedirs(path, exist_ok=True)
@@ -219,19 +231,21 @@ def owner_dir(out):
     return path
 
 
-def owner_path(out, name):
+def owner_path(out: str, name: str) -> str:
     """Path of an owner-only file OUT/owner/NAME (the folder is created)."""
     return os.path.join(owner_dir(out), name)
 
 
-def write_owner_json(out, obj, name=MANIFEST):
+def write_owner_json(out: str, obj: object, name: str = MANIFEST) -> str:
     """Write OUT/owner/NAME (mode 0600): the owner's record of a run."""
     path = owner_path(out, name)
     write_json(path, obj, private=True)
     return path
 
 
-def prepare_output_dir(out, overwrite=False, *, inputs=(), kind=None):
+def prepare_output_dir(out: str, overwrite: bool = False, *,
+                       inputs: Iterable[object] = (),
+                       kind: str | None = None) -> str:
     """Create `out`, refusing to reuse a directory that holds a finished output.
 
     `inputs` (files or directories, None entries and nested lists allowed) and `kind`
@@ -253,10 +267,10 @@ def prepare_output_dir(out, overwrite=False, *, inputs=(), kind=None):
 # refused or crashed after creating OUT must not leave an empty or half-written OUT
 # behind; the CLI removes these on failure (`remove_created_outputs`), never a
 # directory that existed before the run.
-CREATED_OUTPUTS = []
+CREATED_OUTPUTS: list[str] = []
 
 
-def make_output_dir(out):
+def make_output_dir(out: str) -> str:
     """os.makedirs(out) that records `out` in CREATED_OUTPUTS when this call made it."""
     out = os.path.abspath(out)
     existed = os.path.isdir(out)
@@ -278,7 +292,7 @@ def _holds_files(path):
     return False
 
 
-def remove_created_outputs(user_error):
+def remove_created_outputs(user_error: bool) -> list[str]:
     """Remove the output directories this process created, after a failed run.
 
     After a user error (`user_error`), a created OUT without a manifest.json goes with
@@ -305,7 +319,7 @@ def remove_created_outputs(user_error):
 MODEL_DIR = "a model directory"
 
 
-def dir_kind(path):
+def dir_kind(path: str) -> str | None | bool:
     """What a directory holds: its manifest's "kind" (None when the manifest has none),
     MODEL_DIR for a model dir without one (model*.pt, checkpoint*.pt, dict.*.txt), or
     False when it is no finished output (missing, empty, a half-written run)."""
@@ -349,7 +363,8 @@ def _describe(kind):
     return f"an output of kind {kind!r}" if kind else "an output of unknown kind"
 
 
-def check_output_dir(out, inputs=(), kind=None):
+def check_output_dir(out: str, inputs: Iterable[object] = (),
+                     kind: str | None = None) -> None:
     """Refuse an OUT that would destroy or contaminate what the run reads or what
     another run wrote (InputError, one line; nothing is touched).
 
@@ -392,7 +407,7 @@ def check_output_dir(out, inputs=(), kind=None):
                          f"another --out")
 
 
-def check_not_input(path, inputs):
+def check_not_input(path: str, inputs: Iterable[str | None]) -> None:
     """Refuse to write an output file over one of the inputs."""
     real = os.path.realpath(path)
     for p in inputs:
@@ -400,9 +415,9 @@ def check_not_input(path, inputs):
             raise InputError(f"refusing to overwrite input file {p}")
 
 
-def tool_versions(*distributions):
+def tool_versions(*distributions: str) -> dict[str, str | None]:
     """Versions of Python and the named installed distributions, for manifests."""
-    versions = {"python": platform.python_version()}
+    versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in distributions:
         try:
             versions[name] = importlib.metadata.version(name)
@@ -411,7 +426,7 @@ def tool_versions(*distributions):
     return versions
 
 
-def progress(iterable=None, **kwargs):
+def progress(iterable: Iterable[T] | None = None, **kwargs: Any) -> Iterable[T] | tqdm:
     """A tqdm progress bar on a terminal, silent otherwise (pipelines, CI, logs).
 
     A silent bar over an iterable is the iterable itself: importing tqdm costs more

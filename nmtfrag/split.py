@@ -31,12 +31,16 @@ Procedure (all decisions are recorded in the manifest):
 Only the selected lines are held in memory: the first pass indexes byte offsets per
 document, the writer seeks to them.
 """
+from __future__ import annotations
+
 import hashlib
 import os
 import random
 import sys
 from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from .corpus import SkipLog, check_input_file
 from .errors import InputError
@@ -54,18 +58,18 @@ class DocIndex:
     """Byte offsets and line numbers of the usable lines of each document."""
 
     path: str
-    order: list = field(default_factory=list)      # doc ids by first appearance
-    offsets: dict = field(default_factory=dict)    # doc id -> array of byte offsets
-    line_nos: dict = field(default_factory=dict)   # doc id -> array of 1-based lines
+    order: list[str] = field(default_factory=list)           # doc ids by first appearance
+    offsets: dict[str, array] = field(default_factory=dict)  # doc id -> byte offsets
+    line_nos: dict[str, array] = field(default_factory=dict)  # doc id -> 1-based lines
     skips: SkipLog = field(default_factory=SkipLog)
     normalised: SkipLog = field(default_factory=SkipLog)
     n_lines: int = 0
 
-    def size(self, doc):
+    def size(self, doc: str) -> int:
         return len(self.offsets[doc])
 
     @property
-    def n_pairs(self):
+    def n_pairs(self) -> int:
         return sum(len(a) for a in self.offsets.values())
 
 
@@ -94,7 +98,7 @@ def _parse_line(raw, path, line_no, normalised=None):
     return doc, src, tgt
 
 
-def index_tsv(path):
+def index_tsv(path: str) -> DocIndex:
     """First pass over the TSV: validate every line, index usable pairs per document."""
     check_input_file(path)
     index = DocIndex(path=path)
@@ -133,11 +137,13 @@ class Take:
     take: int   # pairs used (< size only when the document was cut)
 
     @property
-    def cut(self):
+    def cut(self) -> bool:
         return self.take < self.size
 
 
-def fill(queue, target, overflow, size_of, filled=0):
+def fill(queue: list[str], target: int | None, overflow: str,
+         size_of: Callable[[str], int],
+         filled: int = 0) -> tuple[list[Take], list[str]]:
     """Take documents from `queue` (in order) until `filled` reaches `target`.
 
     Returns (takes, rest_of_queue). `size_of(doc)` gives a document's usable size (for
@@ -168,7 +174,8 @@ def fill(queue, target, overflow, size_of, filled=0):
     return takes, rest
 
 
-def plan(doc_sizes, targets, seed, overflow="cut"):
+def plan(doc_sizes: list[tuple[str, int]], targets: dict[str, int | None], seed: int,
+         overflow: str = "cut") -> tuple[dict[str, list[Take]], list[str], list[str]]:
     """Assign documents to splits; pure function of its arguments (used by tests).
 
     doc_sizes: list of (doc_id, n_pairs) in first-appearance order; targets: dict split
@@ -195,7 +202,7 @@ class _Reader:
         self.index = index
         self.f = open(index.path, "rb")
 
-    def pairs(self, doc, take=None):
+    def pairs(self, doc: str, take: int | None = None) -> Iterator[tuple[str, str]]:
         offs = self.index.offsets[doc]
         lines = self.index.line_nos[doc]
         n = len(offs) if take is None else take
@@ -210,130 +217,47 @@ class _Reader:
         self.f.close()
 
 
-def split_corpus(docs, out, train=10000, valid=150, test=2000, seed=1, overflow="cut",
-                 dedup="test", src_lang="de", tgt_lang="en", overwrite=False, log=None):
+def split_corpus(docs: str, out: str, train: int | None = 10000, valid: int = 150,
+                 test: int = 2000, seed: int = 1, overflow: str = "cut",
+                 dedup: str = "test", src_lang: str = "de", tgt_lang: str = "en",
+                 overwrite: bool = False,
+                 log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Split `docs` (TSV doc_id, src, tgt) by document into OUT/{train,valid,test}.*.
 
     Returns the manifest (also written to OUT/manifest.json). `train=None` means every
     document left after valid and test. See the module docstring for the procedure.
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
-    for name, value in (("train", train), ("valid", valid), ("test", test)):
-        if value is not None and value < 0:
-            raise InputError(f"--{name} must be >= 0, got {value}")
-    if valid is None or test is None:
-        raise InputError("only --train may be 'all'")
-    if overflow not in OVERFLOW_POLICIES:
-        raise InputError(f"--overflow must be one of {', '.join(OVERFLOW_POLICIES)}")
-    if dedup not in DEDUP_CHOICES:
-        raise InputError(f"--dedup must be one of {', '.join(DEDUP_CHOICES)}")
-    if src_lang == tgt_lang:
-        raise InputError("--src-lang and --tgt-lang must differ (they name the files)")
-
+    _check_options(train, valid, test, overflow, dedup, src_lang, tgt_lang)
     index = index_tsv(docs)
     out = prepare_output_dir(out, overwrite=overwrite, inputs=[docs])
-    files = {split: {lang: os.path.join(out, f"{split}.{lang}")
-                     for lang in (src_lang, tgt_lang)} for split in SPLIT_ORDER}
-    for split in files.values():
-        for path in split.values():
-            check_not_input(path, [docs])
-    check_not_input(os.path.join(out, "documents.tsv"), [docs])
-
+    files = _output_files(out, docs, src_lang, tgt_lang)
     targets = {"train": train, "valid": valid, "test": test}
     doc_sizes = [(doc, index.size(doc)) for doc in index.order]
-    assignment, order, unused = plan(doc_sizes, targets, seed, overflow)
+    assignment, _, unused = plan(doc_sizes, targets, seed, overflow)
 
     reader = _Reader(index)
     try:
         # train first: its pairs define what is removed from the held-out splits
-        train_keys = set()
-        with atomic_writer(files["train"][src_lang]) as fs, \
-                atomic_writer(files["train"][tgt_lang]) as ft:
-            for t in assignment["train"]:
-                for src, tgt in reader.pairs(t.doc, t.take):
-                    fs.write(src + "\n")
-                    ft.write(tgt + "\n")
-                    train_keys.add(_pair_key(src, tgt))
-
-        held_out = {}
-        dedup_splits = {"test": ("test",), "valid-test": ("valid", "test"),
-                        "none": ()}[dedup]
-        removed = {}
-        topped_up = {}
+        train_keys = _write_train(reader, assignment["train"], files["train"])
+        held_out, removed, topped_up = {}, {}, {}
         for split in ("valid", "test"):
-            filt = split in dedup_splits
-            pairs, kept_takes, n_removed = [], [], 0
-            for t in assignment[split]:
-                got = list(reader.pairs(t.doc, t.take))
-                kept = [p for p in got if not (filt and _pair_key(*p) in train_keys)]
-                n_removed += len(got) - len(kept)
-                pairs.extend(kept)
-                kept_takes.append(t)
-            removed[split] = n_removed if filt else None
-            topped_up[split] = []
-            if filt and n_removed and unused:
-                # refill from documents no split uses, with the same rules and filter
-                cache = {}
-
-                def usable(doc):
-                    if doc not in cache:
-                        cache[doc] = [p for p in reader.pairs(doc)
-                                      if _pair_key(*p) not in train_keys]
-                    return len(cache[doc])
-
-                more, unused = fill(unused, targets[split], overflow, usable,
-                                    filled=len(pairs))
-                for t in more:
-                    pairs.extend(cache[t.doc][:t.take])
-                    kept_takes.append(t)
-                    topped_up[split].append(t.doc)
-                    # duplicates removed from a top-up document are counted as removed
-                    removed[split] += index.size(t.doc) - t.size
-            assignment[split] = kept_takes
-            held_out[split] = pairs
-            with atomic_writer(files[split][src_lang]) as fs, \
-                    atomic_writer(files[split][tgt_lang]) as ft:
-                for src, tgt in pairs:
-                    fs.write(src + "\n")
-                    ft.write(tgt + "\n")
+            filt = split in _DEDUP_SPLITS[dedup]
+            held, unused = _select_held_out(reader, assignment[split], train_keys, filt,
+                                            unused, targets[split], overflow)
+            assignment[split] = held.takes
+            held_out[split] = held.pairs
+            removed[split] = held.removed if filt else None
+            topped_up[split] = held.topped_up
+            _write_pairs(files[split], held.pairs)
     finally:
         reader.close()
 
     sizes = {"train": sum(t.take for t in assignment["train"]),
              "valid": len(held_out["valid"]), "test": len(held_out["test"])}
-    with atomic_writer(os.path.join(out, "documents.tsv")) as f:
-        f.write("split\tdoc_id\tpairs_in_doc\tpairs_used\tcut\n")
-        for split in SPLIT_ORDER:
-            for t in assignment[split]:
-                f.write(f"{split}\t{t.doc}\t{index.size(t.doc)}\t{t.take}\t"
-                        f"{'yes' if t.cut else 'no'}\n")
-
-    splits = {}
-    warnings = []
-    for split in SPLIT_ORDER:
-        takes = assignment[split]
-        cuts = [t for t in takes if t.cut]
-        target = targets[split]
-        info = {
-            "requested": target if target is not None else "all",
-            "pairs": sizes[split],
-            "documents": len(takes),
-            "cut_documents": len(cuts),
-            "pairs_discarded_by_cut": sum(t.size - t.take for t in cuts),
-            "removed_as_in_train": removed.get(split),
-            "topped_up_documents": len(topped_up.get(split, [])),
-        }
-        if target is not None and sizes[split] != target:
-            info["shortfall" if sizes[split] < target else "excess"] = \
-                abs(target - sizes[split])
-            why = ("overflow=whole took a document whole" if sizes[split] > target else
-                   "not enough documents left" if not unused else
-                   "overflow=skip left no document that fits" if overflow == "skip" else
-                   "pairs removed as duplicates of train and no document left to refill")
-            warnings.append(f"{split}: {sizes[split]} pairs instead of the requested "
-                            f"{target} ({why})")
-        splits[split] = info
-
+    _write_documents_tsv(os.path.join(out, "documents.tsv"), assignment, index)
+    splits, warnings = _split_reports(assignment, targets, sizes, removed, topped_up,
+                                      unused, overflow)
     manifest = {
         "stage": "split",
         "params": {"docs": public_name(docs), "train": train if train is not None
@@ -359,7 +283,142 @@ def split_corpus(docs, out, train=10000, valid=150, test=2000, seed=1, overflow=
     return manifest
 
 
-def summary_markdown(manifest):
+# held-out splits from which pairs that occur in train are removed, per --dedup
+_DEDUP_SPLITS = {"test": ("test",), "valid-test": ("valid", "test"), "none": ()}
+
+
+def _check_options(train, valid, test, overflow, dedup, src_lang, tgt_lang):
+    """Refuse option values the procedure has no meaning for (InputError, exit 2)."""
+    for name, value in (("train", train), ("valid", valid), ("test", test)):
+        if value is not None and value < 0:
+            raise InputError(f"--{name} must be >= 0, got {value}")
+    if valid is None or test is None:
+        raise InputError("only --train may be 'all'")
+    if overflow not in OVERFLOW_POLICIES:
+        raise InputError(f"--overflow must be one of {', '.join(OVERFLOW_POLICIES)}")
+    if dedup not in DEDUP_CHOICES:
+        raise InputError(f"--dedup must be one of {', '.join(DEDUP_CHOICES)}")
+    if src_lang == tgt_lang:
+        raise InputError("--src-lang and --tgt-lang must differ (they name the files)")
+
+
+def _output_files(out, docs, src_lang, tgt_lang):
+    """{split: {lang: path}} of the split files; refused if one of them is the input."""
+    files = {split: {lang: os.path.join(out, f"{split}.{lang}")
+                     for lang in (src_lang, tgt_lang)} for split in SPLIT_ORDER}
+    for split in files.values():
+        for path in split.values():
+            check_not_input(path, [docs])
+    check_not_input(os.path.join(out, "documents.tsv"), [docs])
+    return files
+
+
+def _write_pairs(paths, pairs):
+    """Write (src, tgt) pairs to the two files of `paths` ({lang: path}, src first)."""
+    src_path, tgt_path = paths.values()
+    with atomic_writer(src_path) as fs, atomic_writer(tgt_path) as ft:
+        for src, tgt in pairs:
+            fs.write(src + "\n")
+            ft.write(tgt + "\n")
+
+
+def _write_train(reader, takes, paths):
+    """Write the train split; returns the keys of its pairs (dropped from held-out)."""
+    train_keys = set()
+
+    def pairs():
+        for t in takes:
+            for src, tgt in reader.pairs(t.doc, t.take):
+                train_keys.add(_pair_key(src, tgt))
+                yield src, tgt
+
+    _write_pairs(paths, pairs())
+    return train_keys
+
+
+@dataclass
+class _HeldOut:
+    """One held-out split after removing pairs that occur in train (and topping up)."""
+
+    pairs: list = field(default_factory=list)
+    takes: list = field(default_factory=list)
+    removed: int = 0
+    topped_up: list = field(default_factory=list)   # doc ids of the top-up documents
+
+
+def _select_held_out(reader, takes, train_keys, filt, unused, target, overflow):
+    """The pairs of a held-out split: its planned documents, minus (when `filt`) the
+    pairs that occur in train, topped up from `unused` documents with the same rules.
+    Returns (_HeldOut, documents still unused)."""
+    held = _HeldOut()
+    for t in takes:
+        got = list(reader.pairs(t.doc, t.take))
+        kept = [p for p in got if not (filt and _pair_key(*p) in train_keys)]
+        held.removed += len(got) - len(kept)
+        held.pairs.extend(kept)
+        held.takes.append(t)
+    if filt and held.removed and unused:
+        # refill from documents no split uses, with the same rules and filter
+        cache = {}
+
+        def usable(doc):
+            if doc not in cache:
+                cache[doc] = [p for p in reader.pairs(doc)
+                              if _pair_key(*p) not in train_keys]
+            return len(cache[doc])
+
+        more, unused = fill(unused, target, overflow, usable, filled=len(held.pairs))
+        for t in more:
+            held.pairs.extend(cache[t.doc][:t.take])
+            held.takes.append(t)
+            held.topped_up.append(t.doc)
+            # duplicates removed from a top-up document are counted as removed
+            held.removed += reader.index.size(t.doc) - t.size
+    return held, unused
+
+
+def _write_documents_tsv(path, assignment, index):
+    """documents.tsv: which document went to which split, and how much of it."""
+    with atomic_writer(path) as f:
+        f.write("split\tdoc_id\tpairs_in_doc\tpairs_used\tcut\n")
+        for split in SPLIT_ORDER:
+            for t in assignment[split]:
+                f.write(f"{split}\t{t.doc}\t{index.size(t.doc)}\t{t.take}\t"
+                        f"{'yes' if t.cut else 'no'}\n")
+
+
+def _split_reports(assignment, targets, sizes, removed, topped_up, unused, overflow):
+    """The manifest's entry of each split, and a warning for each split whose size is
+    not the one requested (with the reason). Returns ({split: info}, warnings)."""
+    splits = {}
+    warnings = []
+    for split in SPLIT_ORDER:
+        takes = assignment[split]
+        cuts = [t for t in takes if t.cut]
+        target = targets[split]
+        info = {
+            "requested": target if target is not None else "all",
+            "pairs": sizes[split],
+            "documents": len(takes),
+            "cut_documents": len(cuts),
+            "pairs_discarded_by_cut": sum(t.size - t.take for t in cuts),
+            "removed_as_in_train": removed.get(split),
+            "topped_up_documents": len(topped_up.get(split, [])),
+        }
+        if target is not None and sizes[split] != target:
+            info["shortfall" if sizes[split] < target else "excess"] = \
+                abs(target - sizes[split])
+            why = ("overflow=whole took a document whole" if sizes[split] > target else
+                   "not enough documents left" if not unused else
+                   "overflow=skip left no document that fits" if overflow == "skip" else
+                   "pairs removed as duplicates of train and no document left to refill")
+            warnings.append(f"{split}: {sizes[split]} pairs instead of the requested "
+                            f"{target} ({why})")
+        splits[split] = info
+    return splits, warnings
+
+
+def summary_markdown(manifest: dict[str, Any]) -> str:
     """A short Markdown table of a split manifest (printed by the CLI)."""
     rows = ["| split | requested | pairs | documents | cut docs | discarded by cut | "
             "removed (in train) |", "|---|---:|---:|---:|---:|---:|---:|"]

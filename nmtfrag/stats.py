@@ -16,19 +16,24 @@ Counting conventions (stated in every report):
 - every line counts (an empty line has length 0 and is reported as `empty_lines`).
 The corpus is streamed: memory grows with the vocabulary, not with the corpus.
 """
+from __future__ import annotations
+
 import math
 import os
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from .corpus import scan_text_file
 from .errors import InputError
-from .fileio import public_name
+from .fileio import (MANIFEST, atomic_writer, public_name, sha256_file, tool_versions,
+                     write_json)
 
 LENGTH_BUCKETS = ((0, 0), (1, 5), (6, 10), (11, 20), (21, 30), (31, 50), (51, 100),
                   (101, None))
 
 
-def bucket_name(lo, hi):
+def bucket_name(lo: int, hi: int | None) -> str:
     if hi is None:
         return f">{lo - 1}"
     return str(lo) if lo == hi else f"{lo}-{hi}"
@@ -42,7 +47,8 @@ def _nearest_rank(sorted_lengths, q):
     return sorted_lengths[k - 1]
 
 
-def side_stats(length_counts, type_counts):
+def side_stats(length_counts: Mapping[int, int],
+               type_counts: Mapping[str, int]) -> dict:
     """Figures of one side from {length: lines} and {token: occurrences}."""
     n = sum(length_counts.values())
     tokens = sum(length * c for length, c in length_counts.items())
@@ -82,7 +88,8 @@ def _read_lines(path):
             yield raw.rstrip(b"\n").decode("utf-8").rstrip("\r")
 
 
-def corpus_stats(src, tgt, name=None, src_lang="de", tgt_lang="en", tokenize=False):
+def corpus_stats(src: str, tgt: str, name: str | None = None, src_lang: str = "de",
+                 tgt_lang: str = "en", tokenize: bool = False) -> dict:
     """Statistics of a line-aligned corpus (src, tgt paths); returns a dict.
 
     Only counts are returned, never tokens or types: a report on a confidential corpus
@@ -98,7 +105,8 @@ def corpus_stats(src, tgt, name=None, src_lang="de", tgt_lang="en", tokenize=Fal
 
     sides = {}
     for lang, path in ((src_lang, src), (tgt_lang, tgt)):
-        lengths, types = Counter(), Counter()
+        lengths: Counter[int] = Counter()
+        types: Counter[str] = Counter()
         for line in _read_lines(path):
             toks = (moses(line, lang) if tokenize and line.strip() else line).split()
             lengths[len(toks)] += 1
@@ -115,7 +123,8 @@ def corpus_stats(src, tgt, name=None, src_lang="de", tgt_lang="en", tokenize=Fal
     }
 
 
-def splits_in_dir(directory, src_lang="de", tgt_lang="en"):
+def splits_in_dir(directory: str, src_lang: str = "de",
+                  tgt_lang: str = "en") -> list[tuple[str, str, str]]:
     """(name, src, tgt) for each of train/valid/test present in `directory`."""
     if not os.path.isdir(directory):
         raise InputError(f"{directory}: no such directory")
@@ -136,7 +145,7 @@ CONVENTIONS = ("Tokens: whitespace-separated units of each line as given{tok}. T
                "tokens; median and percentiles by nearest rank.")
 
 
-def to_markdown(results):
+def to_markdown(results: Sequence[dict]) -> str:
     """Markdown report: one summary table, then one length-distribution table per side."""
     if not results:
         return ""
@@ -184,7 +193,7 @@ def _words_with_content(tokens):
     return sum(1 for t in tokens if any(c.isalnum() for c in t))
 
 
-def copies_source(src, tgt):
+def copies_source(src: str, tgt: str) -> bool:
     """The target contains its source verbatim (case-insensitive, on token boundaries);
     only sources of MIN_COPY_WORDS words with a letter or digit count, so a copied
     "." or "( 1 )" is not a copy."""
@@ -194,18 +203,18 @@ def copies_source(src, tgt):
     return f" {' '.join(s)} " in f" {' '.join(t)} "
 
 
-def all_caps(segment):
+def all_caps(segment: str) -> bool:
     """Every cased letter is upper case, and there are MIN_CAPS_LETTERS letters at least."""
     letters = [c for c in segment if c.isalpha()]
     return len(letters) >= MIN_CAPS_LETTERS and segment == segment.upper() \
         and segment != segment.lower()
 
 
-def data_checks(src, tgt):
+def data_checks(src: str, tgt: str) -> dict[str, int]:
     """Counts of the layouts that distort a comparison, for one line-aligned corpus:
     targets containing their source copied, all-caps segments per side, duplicated pairs
     (lines whose pair occurred on an earlier line) and the distinct pairs duplicated."""
-    seen = Counter()
+    seen: Counter[tuple[str, str]] = Counter()
     out = {"lines": 0, "target_contains_source": 0, "all_caps_src": 0, "all_caps_tgt": 0,
            "duplicate_lines": 0}
     for s, t in zip(_read_lines(src), _read_lines(tgt)):
@@ -220,7 +229,8 @@ def data_checks(src, tgt):
     return out
 
 
-def overlap_with_train(train_src, train_tgt, test_src, test_tgt):
+def overlap_with_train(train_src: str, train_tgt: str, test_src: str,
+                       test_tgt: str) -> dict[str, int]:
     """Test lines whose pair (and whose source alone) is also a training line: BLEU on
     them measures recall of the training data, not translation."""
     pairs, sources = set(), set()
@@ -243,7 +253,8 @@ CHECKS = (("target_contains_source", "target contains its source"),
           ("duplicate_lines", "duplicated pair lines"))
 
 
-def checks_markdown(checks, overlaps):
+def checks_markdown(checks: Sequence[tuple[str, dict]],
+                    overlaps: Sequence[tuple[str, str, dict]]) -> str:
     """The data checks as Markdown: one row per corpus, then the test/train overlaps."""
     lines = ["## Data checks", "",
              "| corpus | lines | " + " | ".join(label for _, label in CHECKS) + " |",
@@ -266,7 +277,8 @@ def checks_markdown(checks, overlaps):
     return "\n".join(lines)
 
 
-def checks_warnings(checks, overlaps):
+def checks_warnings(checks: Sequence[tuple[str, dict]],
+                    overlaps: Sequence[tuple[str, str, dict]]) -> list[str]:
     """One `warning:` sentence per non-zero check (what compare.sh shows before training)."""
     out = []
     for name, c in checks:
@@ -290,14 +302,14 @@ def _pct(a, b):
 RELEASE_LENGTH_BUCKETS = ((1, 1), (2, 2), (3, 3), (4, 4), (5, 7), (8, 15), (16, None))
 
 
-def punct_or_number(tokens):
+def punct_or_number(tokens: Iterable[str]) -> bool:
     """Every token is punctuation, a symbol, a number or a Moses escape (&amp; …)."""
     import re
 
     return all(re.fullmatch(r"(&\w+;|[\W_\d])+", t) for t in tokens)
 
 
-def release_contents(pairs):
+def release_contents(pairs: Sequence[tuple[tuple[str, ...], tuple[str, ...]]]) -> dict:
     """What a release holds, from its (src, tgt) token pairs (tags stripped): pairs,
     distinct pairs, the share of distinct pairs that are punctuation/numbers only (both
     sides), the share identical on both sides, and a histogram of distinct pairs by
@@ -320,7 +332,7 @@ def release_contents(pairs):
             "length_histogram": hist}
 
 
-def release_markdown(results):
+def release_markdown(results: Sequence[tuple[str, dict]]) -> str:
     """What each release holds, one row per release."""
     buckets = [bucket_name(lo, hi) for lo, hi in RELEASE_LENGTH_BUCKETS]
     lines = ["## What each release holds", "",
@@ -339,3 +351,138 @@ def release_markdown(results):
 
 def _share(x):
     return "–" if x is None else f"{100 * x:.1f}%"
+
+
+# --------------------------------------------------------------------------- the stage
+# Why one entry point: `nmtfrag stats` and a Python caller describe corpora, check them
+# and report on releases the same way; the command only turns its options into inputs.
+
+@dataclass
+class StatsInputs:
+    """What one statistics report covers."""
+
+    corpora: list[tuple[str | None, str, str]]    # (name or None, src path, tgt path)
+    # (test name, train name, (test src, test tgt), (train src, train tgt))
+    overlaps: list[tuple[str, str, Sequence[str], Sequence[str]]]
+    releases: list[str]                           # release directories
+
+    def files(self) -> list[tuple[str, str]]:
+        """The (src, tgt) files of every corpus (what an output must not overwrite)."""
+        return [c[1:] for c in self.corpora]
+
+
+def stats_inputs(src: Sequence[str] = (), tgt: Sequence[str] = (),
+                 names: Sequence[str] = (), *, train: Sequence[str] | None = None,
+                 test: Sequence[str] | None = None, dirs: Sequence[str] = (),
+                 releases: Sequence[str] = (), src_lang: str = "de",
+                 tgt_lang: str = "en") -> StatsInputs:
+    """The corpora, test/train overlaps and releases to report on, from the command's
+    options: `src`/`tgt` (and `names`) pairwise, `train` and `test` as (src, tgt), each
+    of `dirs` holding train/valid/test files; refused (InputError) when inconsistent."""
+    if len(src) != len(tgt):
+        raise InputError(f"give one --tgt per --src ({len(src)} --src, "
+                         f"{len(tgt)} --tgt)")
+    if names and len(names) != len(src):
+        raise InputError(f"give one --name per --src or none ({len(names)} --name, "
+                         f"{len(src)} --src)")
+    corpora: list[tuple[str | None, str, str]] = []
+    for i, (s, t) in enumerate(zip(src, tgt)):
+        corpora.append((names[i] if names else None, s, t))
+    overlaps = []
+    if train:
+        corpora.append(("train", train[0], train[1]))
+    if test:
+        corpora.append(("test", test[0], test[1]))
+        if train:
+            overlaps.append(("test", "train", test, train))
+    for d in dirs:
+        found = splits_in_dir(d, src_lang, tgt_lang)
+        corpora.extend(found)
+        by_split = {name.rsplit(" ", 1)[1]: (name, (s, t)) for name, s, t in found}
+        if "train" in by_split and "test" in by_split:
+            overlaps.append((by_split["test"][0], by_split["train"][0],
+                             by_split["test"][1], by_split["train"][1]))
+    if not corpora and not releases:
+        raise InputError("nothing to count: give --src/--tgt, --train/--test, --dir or "
+                         "--release")
+    for r in releases:
+        if not os.path.isdir(r):
+            raise InputError(f"--release {r}: no such directory")
+    return StatsInputs(corpora, overlaps, list(releases))
+
+
+@dataclass
+class StatsReport:
+    """Statistics, data checks, overlaps and release contents of one StatsInputs."""
+
+    inputs: StatsInputs
+    corpora: list[dict]                       # corpus_stats of each corpus
+    checks: list[tuple[str, dict]]            # (corpus name, data_checks)
+    overlaps: list[tuple[str, str, dict]]     # (test, train, overlap_with_train)
+    releases: list[tuple[str, dict]]          # (release name, release_contents)
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    tokenize: bool = False
+
+    def warnings(self) -> list[str]:
+        """One sentence per data check that found something (see checks_warnings)."""
+        return checks_warnings(self.checks, self.overlaps)
+
+    def markdown(self) -> str:
+        """report.md: the statistics, then the data checks, then the releases."""
+        return "\n".join(part for part in (
+            to_markdown(self.corpora),
+            checks_markdown(self.checks, self.overlaps) if self.checks else "",
+            release_markdown(self.releases) if self.releases else "") if part)
+
+    def to_json(self) -> dict:
+        """report.json."""
+        return {"corpora": self.corpora, "tokenized_here": self.tokenize,
+                "data_checks": [{"name": n, **c} for n, c in self.checks],
+                "test_in_train": [{"test": te, "train": tr, **o}
+                                  for te, tr, o in self.overlaps],
+                "releases": [{"name": n, **c} for n, c in self.releases],
+                "conventions": "see nmtfrag/stats.py"}
+
+    def manifest(self) -> dict:
+        """manifest.json: options, input digests (by corpus and file name), counts."""
+        return {
+            "stage": "stats",
+            "params": {"src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
+                       "tokenize": self.tokenize},
+            # corpus name / file name, not the path: the manifest may be shared
+            "inputs": {f"{r['name']}/{public_name(p)}": sha256_file(p)
+                       for r, (_, s, t) in zip(self.corpora, self.inputs.corpora)
+                       for p in (s, t)},
+            "counts": {r["name"]: r["sentences"] for r in self.corpora},
+            "tool_versions": tool_versions("nmtfrag", "sacremoses"),
+        }
+
+
+def describe_corpora(inputs: StatsInputs, *, src_lang: str = "de", tgt_lang: str = "en",
+                     tokenize: bool = False) -> StatsReport:
+    """Count every corpus of `inputs`, run the data checks and the test/train overlaps,
+    and read what each release holds."""
+    from .audit.reconstruct import read_release
+
+    results = [corpus_stats(s, t, name=n, src_lang=src_lang, tgt_lang=tgt_lang,
+                            tokenize=tokenize)
+               for n, s, t in inputs.corpora]
+    checks = [(r["name"], data_checks(s, t))
+              for r, (_, s, t) in zip(results, inputs.corpora)]
+    overlaps = [(test, train, overlap_with_train(*tr, *te))
+                for test, train, te, tr in inputs.overlaps]
+    releases = []
+    for r in inputs.releases:
+        pairs, _ = read_release(r)
+        releases.append((os.path.basename(os.path.normpath(r)), release_contents(pairs)))
+    return StatsReport(inputs, results, checks, overlaps, releases, src_lang, tgt_lang,
+                       tokenize)
+
+
+def write_report(report: StatsReport, out: str) -> None:
+    """OUT/report.json, OUT/report.md and OUT/manifest.json (OUT already prepared)."""
+    write_json(os.path.join(out, "report.json"), report.to_json())
+    with atomic_writer(os.path.join(out, "report.md")) as f:
+        f.write(report.markdown())
+    write_json(os.path.join(out, MANIFEST), report.manifest())

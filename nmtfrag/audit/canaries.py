@@ -25,14 +25,17 @@ Design choices (why):
 - The input corpus is never modified; a new corpus, `canaries.json` (the key: keep it
   with the data owner) and `manifest.json` are written.
 """
+from __future__ import annotations
+
 import os
 import random
+from collections.abc import Sequence
 
 from ..corpus import validate_parallel
 from ..errors import InputError
 from ..fileio import (MANIFEST, atomic_writer, check_not_input, prepare_output_dir,
                       sha256_file, tool_versions, write_json)
-from ..randomness import resolve_seed
+from ..randomness import Seed, resolve_seed
 
 DIGITS = [str(d) for d in range(10)]
 FIRST_NAMES = ["Anna", "Bernd", "Clara", "Dieter", "Elena", "Frank", "Greta", "Hans",
@@ -61,14 +64,14 @@ KINDS = {
 }
 
 
-def space_size(space):
+def space_size(space: dict) -> int:
     n = 1
     for slot in space["slots"]:
         n *= len(slot)
     return n
 
 
-def secret_from_index(space, index):
+def secret_from_index(space: dict, index: int) -> str:
     """The index-th secret of the space (mixed radix, first slot most significant)."""
     parts = []
     for slot in reversed(space["slots"]):
@@ -77,7 +80,7 @@ def secret_from_index(space, index):
     return space["join"].join(reversed(parts))
 
 
-def index_of_secret(space, secret):
+def index_of_secret(space: dict, secret: str) -> int:
     parts = list(secret) if space["join"] == "" else secret.split(space["join"])
     if len(parts) != len(space["slots"]):
         raise ValueError(f"secret {secret!r} does not fit its space")
@@ -96,8 +99,9 @@ def _rng(seed, stream=0):
     return random.Random(seed.value + stream)
 
 
-def make_canaries(count, repeats, seed=None, kinds=("dosage", "name"), unseen=None,
-                  templates=None):
+def make_canaries(count: int, repeats: Sequence[int], seed: int | Seed | None = None,
+                  kinds: Sequence[str] = ("dosage", "name"), unseen: int | None = None,
+                  templates: dict[str, dict] | None = None) -> list[dict]:
     """Canary records: `count` per repeat value (kinds alternating), plus `unseen`
     (default `count`) with repeats 0. Record numbers and secrets are distinct; drawn
     from `seed` (int or randomness.Seed) or, with None, secret randomness."""
@@ -139,8 +143,10 @@ def make_canaries(count, repeats, seed=None, kinds=("dosage", "name"), unseen=No
     return out
 
 
-def insert_canaries(src, tgt, out, *, count=20, repeats=(1, 10, 100), seed=None,
-                    kinds=("dosage", "name"), unseen=None, overwrite=False):
+def insert_canaries(src: str, tgt: str, out: str, *, count: int = 20,
+                    repeats: Sequence[int] = (1, 10, 100), seed: int | Seed | None = None,
+                    kinds: Sequence[str] = ("dosage", "name"), unseen: int | None = None,
+                    overwrite: bool = False) -> list[dict]:
     """Write out/<src name>, out/<tgt name> (the corpus with canaries at random
     positions), out/canaries.json (mode 0600: the secrets, and the seed if one was
     given) and out/manifest.json (whether the run was seeded, never the secrets).
@@ -200,7 +206,7 @@ def insert_canaries(src, tgt, out, *, count=20, repeats=(1, 10, 100), seed=None,
     return canaries
 
 
-def read_canaries(path):
+def read_canaries(path: str) -> list[dict]:
     from ..fileio import read_json
 
     if not os.path.exists(path):

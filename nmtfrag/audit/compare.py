@@ -27,12 +27,20 @@ Output: report.json, report.md and privacy_utility.png (BLEU against canary expo
 against the share of n-grams rebuilt from the release where there is one, and against ε
 for the runs with a DP guarantee — DP fine-tuning or a DP release — with their frontier).
 """
+from __future__ import annotations
+
 import os
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..fileio import public_name
 from ..fileio import MANIFEST, atomic_writer, prepare_output_dir, read_json, sha256_file, \
     tool_versions, write_json
+
+if TYPE_CHECKING:  # matplotlib is imported only to draw
+    from matplotlib.axes import Axes
+    from matplotlib.backend_bases import RendererBase
 
 REPORT_KINDS = {
     "evaluate": "nmtfrag-evaluation",
@@ -82,7 +90,7 @@ def _check_epsilon(value, run_name, where):
     return eps
 
 
-def read_runs(path):
+def read_runs(path: str) -> dict:
     import yaml
 
     if not os.path.exists(path):
@@ -147,7 +155,7 @@ def _reconstruction_figures(rep):
     return out
 
 
-def collect(spec, base):
+def collect(spec: dict, base: str) -> tuple[list[dict], dict[str, str]]:
     """One row per run with the figures the report shows, plus the input hashes."""
     rows, inputs = [], {}
     for r in spec["runs"]:
@@ -199,7 +207,7 @@ BASELINE_NAMES = ("baseline", "base")
 FULL_NAMES = ("sent", "sentences")
 
 
-def reference_rows(rows):
+def reference_rows(rows: Sequence[dict]) -> tuple[dict | None, dict | None]:
     """(baseline row, full-sentence row), either None: the run named baseline/base or
     whose approach is "no fine-tuning", and the run named sent/sentences or whose
     approach is "full sentences". Why: the figure measures every cell against what
@@ -212,7 +220,8 @@ def reference_rows(rows):
     return find(BASELINE_NAMES, "no fine-tuning"), find(FULL_NAMES, "full sentences")
 
 
-def gain_shares(rows):
+def gain_shares(rows: Sequence[dict]
+                ) -> dict[str, tuple[float, float | None, float | None]] | None:
     """{name: (share, low, high)}: the share of the full-sentence BLEU gain each run keeps,
     (BLEU − baseline) / (full − baseline), with the run's paired-bootstrap 95% interval
     carried through the same map (low/high None without one); None when there is no
@@ -235,7 +244,7 @@ def gain_shares(rows):
     return out
 
 
-def common_ngram_order(rows):
+def common_ngram_order(rows: Sequence[dict]) -> int | None:
     """The one n-gram order every audited release can be compared on: the shortest n
     longer than every release's max-len (no single fragment of any of them holds such
     an n-gram); rows whose audit did not count it are left out by the caller."""
@@ -243,7 +252,8 @@ def common_ngram_order(rows):
     return max(lens) + 1 if lens else None
 
 
-def leakage_panels(rows):
+def leakage_panels(rows: Sequence[dict]
+                   ) -> list[tuple[str, dict[str, tuple[float, bool]]]]:
     """[(x label, {name: (x, measured)})] for each leakage measure some run has measured:
     sentence pairs rebuilt, target n-grams of one order rebuilt, membership-inference AUC.
     For the release measures the baseline (nothing shared) counts 0 and the full-sentence
@@ -275,13 +285,13 @@ def leakage_panels(rows):
     return [(label, pts) for label, pts in panels if any(m for _, m in pts.values())]
 
 
-def point_label(row):
+def point_label(row: dict) -> str:
     """A point's label: the run's name, and its ε where it has a guarantee."""
     eps = row.get("epsilon")
     return row["name"] + ("" if eps is None else f" (ε={eps:.3g})")
 
 
-def plot(rows, path, title):
+def plot(rows: Sequence[dict], path: str, title: str) -> None:
     """privacy_utility.png: one panel per leakage measure that has data (x: what leaks;
     y: share of the full-sentence gain kept, with its bootstrap interval, or BLEU when
     there is no gain to share), every run a point labelled with its name and ε; labels
@@ -397,7 +407,9 @@ def _overlaps(a, b, pad=1.0):
     return a.x0 < b.x1 + pad and b.x0 < a.x1 + pad and a.y0 < b.y1 + pad and b.y0 < a.y1 + pad
 
 
-def place_labels(ax, items, renderer):
+def place_labels(ax: Axes, items: Sequence[tuple[float, float, float | None, float | None,
+                                                 str]],
+                 renderer: RendererBase) -> None:
     """Label each point (x, y, low, high, text) at the nearest offset where, as rendered,
     the label stays inside the axes and touches no label placed before, no marker and no
     interval bar but its own point's; a label set apart gets a thin leader line. Why: a
@@ -443,7 +455,7 @@ def place_labels(ax, items, renderer):
         ax.set_title("no room to label: " + ", ".join(unplaced), fontsize=7)
 
 
-def frontier(points):
+def frontier(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     """The (ε, BLEU) points no other point beats on both (lower ε, higher BLEU), by ε."""
     best, out = float("-inf"), []
     for eps, bleu in sorted(points, key=lambda p: (p[0], -p[1])):
@@ -466,7 +478,7 @@ def _mark(p):
     return "*" if p is not None and p < 0.05 else ""
 
 
-def render_markdown(title, rows):
+def render_markdown(title: str, rows: Sequence[dict]) -> str:
     repeats = sorted({int(k) for r in rows for k in (r.get("exposure") or {})})
     head = ["run", "approach", "BLEU", "chrF", "len out/ref", "ε"]
     if repeats:  # canary columns only where canaries were measured
@@ -522,7 +534,7 @@ def render_markdown(title, rows):
 LENGTH_DROP = 0.05  # a length ratio this far below the baseline's is named
 
 
-def table_notes(rows):
+def table_notes(rows: Sequence[dict]) -> list[str]:
     """Sentences about this table computed from its figures (never a fixed sentence that
     may be untrue of a given run): which cells shortened the output against the
     baseline, which differ in BLEU from it at p < 0.05, what share of the full-sentence
@@ -573,7 +585,7 @@ def table_notes(rows):
     return notes
 
 
-def compare_runs(runs_yaml, out, overwrite=False):
+def compare_runs(runs_yaml: str, out: str, overwrite: bool = False) -> dict:
     spec = read_runs(runs_yaml)
     base = os.path.dirname(os.path.abspath(runs_yaml))
     rows, inputs = collect(spec, base)

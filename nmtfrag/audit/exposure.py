@@ -21,10 +21,14 @@ Seq2seq specifics (DESIGN.md, "Exposure for seq2seq"):
 The model is loaded with `nmtfrag.generate.Translator` (the model's own BPE pipeline,
 ensembles average probabilities).
 """
+from __future__ import annotations
+
 import math
 import os
 import random
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..fileio import public_name
@@ -32,11 +36,15 @@ from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, sha256_file,
                       tool_versions, write_json)
 from .canaries import index_of_secret, read_canaries, secret_from_index
 
+if TYPE_CHECKING:  # generate loads fairseq: import it only to score
+    from ..generate import Translator
+
 
 class CanaryScorer:
     """Teacher-forced secret-span log-probabilities with a loaded Translator."""
 
-    def __init__(self, translator, batch_size=256, mode="raw"):
+    def __init__(self, translator: Translator, batch_size: int = 256,
+                 mode: str = "raw") -> None:
         self.tr = translator
         self.batch_size = batch_size
         self.mode = mode
@@ -48,7 +56,7 @@ class CanaryScorer:
     def _ids(self, subwords, dictionary):
         return [dictionary.index(w) for w in subwords]
 
-    def target_pieces(self, template):
+    def target_pieces(self, template: str) -> tuple[list[str], list[str]]:
         """(prefix subwords, suffix subwords) of a target template around `{secret}`."""
         if template.count("{secret}") != 1:
             raise InputError(f"canary target template needs exactly one {{secret}}: "
@@ -59,7 +67,7 @@ class CanaryScorer:
         post = self._sub(after, lang) if after.strip() else []
         return pre, post
 
-    def scores(self, src, template, secrets):
+    def scores(self, src: str, template: str, secrets: Sequence[str]) -> list[float]:
         """Summed log-probability of each secret's tokens (list of floats)."""
         import torch
 
@@ -127,7 +135,8 @@ def _skewnorm_exposure(sample_scores, true_score, log2_size):
     return min(max(exposure, 0.0), log2_size), {"a": a, "loc": loc, "scale": scale, **fit}
 
 
-def canary_exposure(scorer, canary, enumerate_limit=10000, samples=2000, seed=1):
+def canary_exposure(scorer: CanaryScorer, canary: dict, enumerate_limit: int = 10000,
+                    samples: int = 2000, seed: int = 1) -> dict:
     """Exposure of one canary record (see nmtfrag.audit.canaries for its fields)."""
     space, size = canary["space"], canary["space_size"]
     true = canary["secret"]
@@ -160,12 +169,14 @@ def canary_exposure(scorer, canary, enumerate_limit=10000, samples=2000, seed=1)
             "exposure": exposure, "fit": fit, "secret_logprob": t}
 
 
-def contains_secret(hypothesis, secret):
+def contains_secret(hypothesis: str, secret: str) -> bool:
     return re.search(r"(?<!\w)" + re.escape(secret) + r"(?!\w)", hypothesis) is not None
 
 
-def measure_exposure(translator, canaries, *, enumerate_limit=10000, samples=2000,
-                     seed=1, beam=True, show_progress=False, batch_size=256):
+def measure_exposure(translator: Translator, canaries: Sequence[dict], *,
+                     enumerate_limit: int = 10000, samples: int = 2000,
+                     seed: int = 1, beam: bool = True, show_progress: bool = False,
+                     batch_size: int = 256) -> tuple[list[dict], dict]:
     """Per-canary results (exposure, extraction) and a summary per repeat count."""
     from ..fileio import progress
 
@@ -184,7 +195,7 @@ def measure_exposure(translator, canaries, *, enumerate_limit=10000, samples=200
     return rows, summarize(rows)
 
 
-def summarize(rows):
+def summarize(rows: Sequence[dict]) -> dict:
     by = {}
     for r in rows:
         by.setdefault(r["repeats"], []).append(r)
@@ -204,9 +215,11 @@ def summarize(rows):
     return out
 
 
-def audit_exposure(model, canaries_path, out, *, src_lang="de", tgt_lang="en",
-                   checkpoint=None, enumerate_limit=10000, samples=2000, seed=None, beam=5,
-                   batch_size=256, overwrite=False, show_progress=False):
+def audit_exposure(model: str, canaries_path: str, out: str, *, src_lang: str = "de",
+                   tgt_lang: str = "en", checkpoint: str | None = None,
+                   enumerate_limit: int = 10000, samples: int = 2000,
+                   seed: int | None = None, beam: int = 5, batch_size: int = 256,
+                   overwrite: bool = False, show_progress: bool = False) -> dict:
     """Load `model` (a WMT19-layout dir), measure every canary, write the report.
     `seed` None: the candidate sample comes from secret randomness."""
     from ..generate import Translator
@@ -244,7 +257,7 @@ def audit_exposure(model, canaries_path, out, *, src_lang="de", tgt_lang="en",
     return report
 
 
-def render_markdown(report):
+def render_markdown(report: dict) -> str:
     lines = ["# Canary exposure", "", f"Model: `{report['model']}`", "",
              "| repeats | canaries | exposure mean | median | max | log2 |R| (mean) | "
              "extracted by beam search |", "|---|---|---|---|---|---|---|"]

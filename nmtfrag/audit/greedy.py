@@ -6,8 +6,16 @@ what it does, so that an audit can report the bracket (and, against the corpus, 
 often the guesses are wrong). Both are deterministic and independent of line order.
 """
 
+from __future__ import annotations
 
-def most_frequent(frags, mult, compatible, o, right):
+from collections.abc import Mapping, Sequence
+
+Edge = tuple[int, int, int]  # (fragment id, offset, overlap)
+
+
+def most_frequent(frags: Sequence[tuple[Sequence[int], Sequence[int]]],
+                  mult: Sequence[int], compatible: Sequence[tuple[int, int]], o: int,
+                  right: bool) -> Edge:
     """Greedy choice among disagreeing candidates at overlap o: the continuation word
     (the first target word past the overlap) carried by the most release lines (summed
     multiplicities), ties to the smallest word id; then, among the candidates with that
@@ -31,7 +39,8 @@ def most_frequent(frags, mult, compatible, o, right):
     return best[1]
 
 
-def one_sided_edges(succ, pred, mult, mutual):
+def one_sided_edges(succ: Sequence[Edge | None], pred: Sequence[Edge | None],
+                    mult: Sequence[int], mutual: Mapping[int, Edge]) -> dict[int, Edge]:
     """Greedy mode's extra joins: every best overlap seen from one side only (A's
     successor is B but B's predecessor is not A, or the reverse), taken longest overlap
     first, then highest support (the smaller multiplicity of the two), then smallest

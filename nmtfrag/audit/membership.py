@@ -18,18 +18,25 @@ A pair's loss is the teacher-forced negative log-likelihood of its target (subwo
 tokens and end of sentence, no label smoothing, dropout off) divided by the number of
 target tokens; for an ensemble, the mean over its members.
 """
+from __future__ import annotations
+
 import os
 import random
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..fileio import public_name
 from ..fileio import MANIFEST, atomic_writer, prepare_output_dir, tool_versions, write_json
 
+if TYPE_CHECKING:  # generate loads fairseq: import it only to run the attack
+    from ..generate import Translator
+
 ATTACK = "loss threshold (Yeom et al. 2018)"
 CALIBRATED = "reference-calibrated loss difference (Watson et al. 2022)"
 
 
-def roc_auc(member_scores, nonmember_scores):
+def roc_auc(member_scores: Sequence[float], nonmember_scores: Sequence[float]) -> float:
     """P(member score > non-member score) + ½ P(tie), from ranks (Mann–Whitney U)."""
     from scipy.stats import rankdata
 
@@ -40,7 +47,8 @@ def roc_auc(member_scores, nonmember_scores):
     return float((ranks[:m].sum() - m * (m + 1) / 2) / (m * n))
 
 
-def tpr_at_fpr(member_scores, nonmember_scores, fpr=0.01):
+def tpr_at_fpr(member_scores: Sequence[float], nonmember_scores: Sequence[float],
+               fpr: float = 0.01) -> float:
     """Largest share of members flagged by a threshold that flags at most `fpr` of the
     non-members (flag = score strictly above the threshold)."""
     ranked = sorted(nonmember_scores, reverse=True)
@@ -51,7 +59,8 @@ def tpr_at_fpr(member_scores, nonmember_scores, fpr=0.01):
     return sum(1 for s in member_scores if s > threshold) / len(member_scores)
 
 
-def pair_losses(translator, pairs, mode="raw", batch_size=64):
+def pair_losses(translator: Translator, pairs: Sequence[tuple[str, str]],
+                mode: str = "raw", batch_size: int = 64) -> list[float]:
     """Mean target-token NLL (nats) of each (src, tgt) pair under a loaded Translator."""
     import torch
     from fairseq.data import LanguagePairDataset
@@ -85,7 +94,8 @@ def pair_losses(translator, pairs, mode="raw", batch_size=64):
     return losses
 
 
-def read_pairs(spec, src_lang, tgt_lang, what):
+def read_pairs(spec: Sequence[str], src_lang: str, tgt_lang: str,
+               what: str) -> list[tuple[str, str]]:
     """(src, tgt) lines from a prefix (PREFIX.src_lang/.tgt_lang) or two files."""
     from ..corpus import SkipLog, read_parallel, validate_parallel
 
@@ -100,16 +110,22 @@ def read_pairs(spec, src_lang, tgt_lang, what):
     return [(s, t) for _, s, t in read_parallel(*spec, SkipLog())]
 
 
-def sample_pairs(pairs, limit, seed):
+def sample_pairs(pairs: list[tuple[str, str]], limit: int | None,
+                 seed: int | None) -> list[tuple[str, str]]:
     """At most `limit` pairs, a uniform sample (seeded: the audit is not a mechanism)."""
     if limit is None or len(pairs) <= limit:
         return pairs
     return random.Random(seed).sample(pairs, limit)
 
 
-def audit_membership(model, members, nonmembers, out, *, reference=None, src_lang="de",
-                     tgt_lang="en", mode="raw", max_pairs=None, seed=None, checkpoint=None,
-                     device="cpu", batch_size=64, overwrite=False, input_paths=()):
+def audit_membership(model: str, members: list[tuple[str, str]],
+                     nonmembers: list[tuple[str, str]], out: str, *,
+                     reference: str | None = None, src_lang: str = "de",
+                     tgt_lang: str = "en", mode: str = "raw",
+                     max_pairs: int | None = None,
+                     seed: int | None = None, checkpoint: str | None = None,
+                     device: str = "cpu", batch_size: int = 64, overwrite: bool = False,
+                     input_paths: Sequence[str] = ()) -> dict:
     """Run the attack on `model` (and calibrate with `reference`); write the report.
 
     `members`/`nonmembers` are lists of (src, tgt) pairs: training pairs of the model and
@@ -161,7 +177,7 @@ def audit_membership(model, members, nonmembers, out, *, reference=None, src_lan
     return report
 
 
-def render_markdown(report):
+def render_markdown(report: dict) -> str:
     lines = ["# Membership inference", "",
              f"Model: `{report['model']}`; {report['members']} members (training pairs) "
              f"vs {report['non_members']} non-members (held out).", "",

@@ -15,12 +15,18 @@ as "a chain equals the sentence" stops counting. A sentence pair is rebuilt when
 source and its target are such spans of the same unit. A span cut anywhere else inside a chain does not count: the attacker
 could not have cut it there without the corpus.
 """
+from __future__ import annotations
+
 from bisect import bisect_right
+from collections.abc import Container, Hashable, Iterable, Sequence
+
+Encoded = tuple[Hashable, ...]  # a segment as word ids (or words)
 
 SENTENCE_FINAL = frozenset({".", "!", "?"})
 
 
-def delimited_spans(seq, final, longest):
+def delimited_spans(seq: Encoded, final: Container[Hashable],
+                    longest: float) -> set[Encoded]:
     """Distinct spans of `seq` the rule lets the attacker cut out (at most `longest` long).
 
     `final`: the ids (or words) of sentence-final tokens."""
@@ -37,7 +43,10 @@ def delimited_spans(seq, final, longest):
     return out
 
 
-def rebuilt_flags(units, src_sents, tgt_sents, final_src, final_tgt):
+def rebuilt_flags(units: Iterable[tuple[Encoded, Encoded]], src_sents: Sequence[Encoded],
+                  tgt_sents: Sequence[Encoded], final_src: Container[Hashable],
+                  final_tgt: Container[Hashable]
+                  ) -> tuple[list[bool], list[bool], list[bool]]:
     """Per corpus line: (source rebuilt, target rebuilt, pair rebuilt) under the rule.
 
     `units`: (src, tgt) sequences the attacker holds; sentences: sequences of the same
@@ -67,7 +76,9 @@ def _as_str(seq):
     return "".join(chr(x if x < 0xD800 else x + 0x800) for x in seq)
 
 
-def joined_chain_truth(chains, src_sents, tgt_sents):
+def joined_chain_truth(chains: Iterable[tuple[Encoded, Encoded, int]],
+                       src_sents: Sequence[Encoded], tgt_sents: Sequence[Encoded]
+                       ) -> list[tuple[bool, bool, bool]]:
     """For each chain (src, tgt, fragments) with fragments ≥ 2, whether its source occurs
     inside a corpus source line, its target inside a target line, and both inside the
     same line pair: a join the corpus does not contain is a false join.

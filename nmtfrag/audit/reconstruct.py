@@ -50,8 +50,11 @@ unresolved are joined with their candidates on those ids, and the shared-token t
 the placements and the agreement of the candidates are computed on whole arrays in
 batches of `CHUNK` pairs. `_placement` states the placement rule for one pair.
 """
+from __future__ import annotations
+
 import gc
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain, islice
 from operator import itemgetter
@@ -63,6 +66,10 @@ from ..errors import InputError
 from ..fileio import MANIFEST, read_json, sha256_file
 from ..release import TAG_CLOSE, TAG_OPEN
 from .greedy import most_frequent, one_sided_edges
+
+
+Tokens = tuple[str, ...]  # a segment as its tokens
+TokenPair = tuple[Tokens, Tokens]  # (source tokens, target tokens)
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,8 @@ def _strip(tokens):
     return tokens
 
 
-def read_release(release_dir, src_file=None, tgt_file=None):
+def read_release(release_dir: str, src_file: str | None = None,
+                 tgt_file: str | None = None) -> tuple[list[TokenPair], dict]:
     """Phrase pairs of a release as (src_tokens, tgt_tokens) tuples, plus facts about it.
 
     File names come from `manifest.json` (`files.src`, `files.tgt`) when there is one,
@@ -501,7 +509,9 @@ def _reversed_rows(A, lens):
 MODES = ("conservative", "greedy")
 
 
-def reconstruct(pairs, min_overlap=None, show_progress=False, mode="conservative"):
+def reconstruct(pairs: Iterable[TokenPair], min_overlap: int | None = None,
+                show_progress: bool = False,
+                mode: str = "conservative") -> tuple[list[Chain], dict]:
     """Chain the release's phrase pairs into the longest fragments they justify.
 
     `pairs`: iterable of (src_tokens, tgt_tokens) (tags already stripped).

@@ -4,6 +4,7 @@ Why a separate module: the report must say what its figures are (what one named 
 achieves, a lower bound on leakage) and, when both modes ran, put the conservative floor
 next to the greedy guesses so that a reader sees the bracket, not one number.
 """
+from __future__ import annotations
 
 
 def _pct(x):
@@ -14,7 +15,7 @@ def _span(d):
     return f"{d['median']} ({d['p90']}, {d['max']})" if d else "–"
 
 
-def summary_line(report):
+def summary_line(report: dict) -> str:
     """The one-line summary of the audit, made of the figures report.md shows (the same
     rounding, "–" where report.md has "–"), so that the two never disagree."""
     L = report["max_len"]
@@ -30,27 +31,29 @@ def summary_line(report):
     return "; ".join(parts)
 
 
-def render_markdown(report):
+SIDES = ("src", "tgt", "pair")
+
+
+def render_markdown(report: dict) -> str:
+    """report.md: what the figures are, the release, the assumptions, then the attack,
+    recall, precision and n-gram tables with every mode side by side."""
     modes = list(report["modes"])
     res = report["modes"]
     L = report["max_len"]
+    lines = _preamble(report, modes)
+    lines += _attack_table(res, modes)
+    lines += _recall_and_precision_tables(res, modes, L)
+    lines += _ngram_table(res, modes, L)
+    lines += ["", f"**Counting rule.** {report['counting_rule']} n-grams longer than max-len "
+              "occur in no single fragment: each one recovered was assembled by the attack.",
+              ""]
+    return "\n".join(lines)
+
+
+def _preamble(report, modes):
+    """Title, the attack and its modes, what the figures are, the release, assumptions."""
+    L = report["max_len"]
     p = report["release"]["params"]
-    sides = ("src", "tgt", "pair")
-
-    def row(label, get):
-        cells = []
-        for m in modes:
-            for side in sides:
-                v = get(res[m]["scores"], side)
-                cells.append(v if isinstance(v, str) else _pct(v))
-        return f"| {label} | " + " | ".join(cells) + " |"
-
-    def side_only(key):
-        return lambda s, side: s[side][key] if side != "pair" else ""
-
-    head = "| measure | " + " | ".join(f"{m}: {side}" for m in modes for side in
-                                       ("source", "target", "pair")) + " |"
-    rule = "|---|" + "---|" * (3 * len(modes))
     lines = [
         "# Reconstruction audit",
         "",
@@ -72,7 +75,12 @@ def render_markdown(report):
         lines += ["## Assumptions", ""] + [
             f"- {'**warning:** ' if a in report.get('warnings', []) else ''}{a}"
             for a in report["assumptions"]] + [""]
-    lines += [
+    return lines
+
+
+def _attack_table(res, modes):
+    """What each mode's attack did: fragments, joins, chains, time."""
+    lines = [
         "## Attack",
         "",
         "| | " + " | ".join(modes) + " |",
@@ -94,38 +102,72 @@ def render_markdown(report):
     lines.append("| seconds: attack / scoring | " + " | ".join(
         f"{res[m]['seconds']['attack']} / {res[m]['seconds']['scoring']}" for m in modes)
         + " |")
-    lines += [
+    return lines
+
+
+def _row(label, get, res, modes):
+    """A table row: `get(scores, side)` for each mode and side (a share, or text)."""
+    cells = []
+    for m in modes:
+        for side in SIDES:
+            v = get(res[m]["scores"], side)
+            cells.append(v if isinstance(v, str) else _pct(v))
+    return f"| {label} | " + " | ".join(cells) + " |"
+
+
+def _side_only(key):
+    """A `get` for `_row` of a figure that sources and targets have, pairs not."""
+    return lambda s, side: s[side][key] if side != "pair" else ""
+
+
+def _recall_and_precision_tables(res, modes, L):
+    """How much of the corpus was rebuilt (recall), and how much of what the attack
+    built is true (precision), per mode and side."""
+    head = "| measure | " + " | ".join(f"{m}: {side}" for m in modes for side in
+                                       ("source", "target", "pair")) + " |"
+    rule = "|---|" + "---|" * (3 * len(modes))
+    return [
         "",
         "## Rebuilt (recall)",
         "",
         head, rule,
-        row("sentences rebuilt exactly", lambda s, side: s[side]["rebuilt_exactly_share"]),
-        row(f"… of sentences longer than {L} words",
-            lambda s, side: s[side]["rebuilt_exactly_longer_than_max_len_share"]),
-        row("… a chain equals the sentence (narrower count)",
-            lambda s, side: s[side]["rebuilt_as_whole_chain_share"]),
-        row("… a released fragment equals the sentence (verbatim)",
-            lambda s, side: s[side]["rebuilt_as_release_fragment_share"]),
-        row(f"distinct {L + 1}…{2 * L}-grams recovered", side_only("ngrams_recovered_share")),
-        row("longest recovered span, median (p90, max) words",
-            lambda s, side: _span(s[side]["longest_span"]) if side != "pair" else ""),
-        row("longest span / sentence length, mean",
-            lambda s, side: (_pct(s[side]["longest_span_share_of_sentence"].get("mean"))
-                             if side != "pair" else "")),
+        _row("sentences rebuilt exactly",
+             lambda s, side: s[side]["rebuilt_exactly_share"], res, modes),
+        _row(f"… of sentences longer than {L} words",
+             lambda s, side: s[side]["rebuilt_exactly_longer_than_max_len_share"], res,
+             modes),
+        _row("… a chain equals the sentence (narrower count)",
+             lambda s, side: s[side]["rebuilt_as_whole_chain_share"], res, modes),
+        _row("… a released fragment equals the sentence (verbatim)",
+             lambda s, side: s[side]["rebuilt_as_release_fragment_share"], res, modes),
+        _row(f"distinct {L + 1}…{2 * L}-grams recovered",
+             _side_only("ngrams_recovered_share"), res, modes),
+        _row("longest recovered span, median (p90, max) words",
+             lambda s, side: _span(s[side]["longest_span"]) if side != "pair" else "",
+             res, modes),
+        _row("longest span / sentence length, mean",
+             lambda s, side: (_pct(s[side]["longest_span_share_of_sentence"].get("mean"))
+                              if side != "pair" else ""), res, modes),
         "",
         "## Precision (how much of what the attack builds is true)",
         "",
         head, rule,
-        row(f"chain {L + 1}…{2 * L}-grams that occur in the corpus",
-            side_only("ngram_precision")),
-        row("joined chains that occur inside one corpus line",
-            lambda s, side: s["joined_chains"][f"{side}_precision"]),
+        _row(f"chain {L + 1}…{2 * L}-grams that occur in the corpus",
+             _side_only("ngram_precision"), res, modes),
+        _row("joined chains that occur inside one corpus line",
+             lambda s, side: s["joined_chains"][f"{side}_precision"], res, modes),
         "| joined chains | " + " | ".join(
             str(res[m]["scores"]["joined_chains"]["joined_chains"]) if side == "pair" else ""
-            for m in modes for side in sides) + " |",
+            for m in modes for side in SIDES) + " |",
         "",
         "A rebuilt sentence is checked against the corpus, so it is true by construction; "
         "what the attacker cannot check is its joins, hence the two precision figures.",
+    ]
+
+
+def _ngram_table(res, modes, L):
+    """Target n-grams (max-len+1 … 2·max-len) recovered, per n and mode."""
+    lines = [
         "",
         "## n-grams recovered, target side",
         "",
@@ -145,7 +187,4 @@ def render_markdown(report):
             cells += [_pct(h["distinct_recovered_share"]),
                       _pct(h["occurrences_recovered_share"]), _pct(h["precision"])]
         lines.append(f"| {n} | {g['distinct']} | " + " | ".join(cells) + " |")
-    lines += ["", f"**Counting rule.** {report['counting_rule']} n-grams longer than max-len "
-              "occur in no single fragment: each one recovered was assembled by the attack.",
-              ""]
-    return "\n".join(lines)
+    return lines

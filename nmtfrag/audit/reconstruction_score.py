@@ -22,8 +22,12 @@ pair, this measures:
 Substring queries run on a token-level suffix automaton of the chains, so each corpus
 sentence is scored in one left-to-right pass (matching statistics).
 """
+from __future__ import annotations
+
 import os
 import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ..corpus import SkipLog, read_parallel, validate_parallel
 from ..errors import InputError
@@ -32,6 +36,9 @@ from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, sha256_file,
                       tool_versions, write_json)
 from ..tokenize import to_tokens
 from .rebuilt import SENTENCE_FINAL, joined_chain_truth, rebuilt_flags
+
+if TYPE_CHECKING:  # reconstruct imports numpy: load it only to run the attack
+    from .reconstruct import Chain, TokenPair, Tokens
 
 
 class SuffixAutomaton:
@@ -44,7 +51,7 @@ class SuffixAutomaton:
         self._sep = -1
         self._last = 0
 
-    def add(self, seq):
+    def add(self, seq: Sequence[int]) -> None:
         """Append `seq` and then a fresh separator (the automaton of the concatenation
         s1 #1 s2 #2 …: no match can run across two sequences)."""
         last = self._last
@@ -79,7 +86,7 @@ class SuffixAutomaton:
                 link[cur] = clone
         return cur
 
-    def matching(self, seq):
+    def matching(self, seq: Sequence[int]) -> list[int]:
         """For each position j: length of the longest seq[i:j+1] occurring in the set."""
         nxt, link, length = self.next, self.link, self.length
         v, n, out = 0, 0, []
@@ -198,13 +205,15 @@ def _distribution(values, ints=True):
     return out
 
 
-def score_chains(chains, src_sentences, tgt_sentences, max_len, fragments=()):
+def score_chains(chains: Sequence[Chain], src_sentences: Sequence[Tokens],
+                 tgt_sentences: Sequence[Tokens], max_len: int,
+                 fragments: Iterable[TokenPair] = ()) -> dict:
     """Score an attack's output against tokenised sentences.
 
     `chains`: objects with .src/.tgt token tuples (and .fragments, the number of release
     fragments joined into each); `fragments`: the release's (src, tgt) pairs, which the
     attacker holds verbatim too (see `nmtfrag.audit.rebuilt` for how both count)."""
-    vocabs = ({}, {})
+    vocabs: tuple[dict[str, int], dict[str, int]] = ({}, {})
 
     def enc(seq, side):
         voc = vocabs[side]
@@ -253,7 +262,9 @@ def score_chains(chains, src_sentences, tgt_sentences, max_len, fragments=()):
     return {"pair": pair, "src": src_scores, "tgt": tgt_scores, "joined_chains": joins}
 
 
-def read_tokenised_corpus(src, tgt, src_lang, tgt_lang, pretokenized):
+def read_tokenised_corpus(src: str, tgt: str, src_lang: str, tgt_lang: str,
+                          pretokenized: bool
+                          ) -> tuple[list[Tokens], list[Tokens], SkipLog]:
     """Tokenised (src, tgt) lists of the usable lines, tokenised as the release was."""
     validate_parallel(src, tgt)
     skips = SkipLog()
@@ -294,7 +305,7 @@ def _ngram_max_len(stated, observed):
                     f"words)"], []
 
 
-def verbatim_chains(pairs, mode):
+def verbatim_chains(pairs: Sequence[TokenPair], mode: str) -> tuple[list[Chain], dict]:
     """The attack's output for a verbatim release: each distinct fragment a chain of one
     (support: its multiplicity), in the order and shape `reconstruct` returns."""
     from collections import Counter
@@ -317,15 +328,18 @@ def verbatim_chains(pairs, mode):
     return chains, stats
 
 
-def audit_reconstruction(release, src, tgt, out, *, min_overlap=None, pretokenized=None,
-                         max_len=None, write_chains=False, overwrite=False,
-                         show_progress=False, mode="conservative"):
+def audit_reconstruction(release: str, src: str, tgt: str, out: str, *,
+                         min_overlap: int | None = None, pretokenized: bool | None = None,
+                         max_len: int | None = None, write_chains: bool = False,
+                         overwrite: bool = False, show_progress: bool = False,
+                         mode: str = "conservative") -> dict:
     """Run the attack on `release` (reading only it), score it against `src`/`tgt`, and
     write out/report.json, out/report.md, out/manifest.json (and, if asked, the chains,
     which are confidential: they are rebuilt pieces of the corpus).
 
     `mode`: "conservative", "greedy", or "both" (the two side by side: a bracket)."""
-    from .reconstruct import reconstruct, read_release
+    from ..stats import release_contents
+    from .reconstruct import read_release
     from .reconstruction_report import render_markdown
 
     if mode not in MODE_CHOICES:
@@ -345,8 +359,6 @@ def audit_reconstruction(release, src, tgt, out, *, min_overlap=None, pretokeniz
                                                         pretokenized)
     if not src_sents:
         raise InputError(f"{src}: no usable sentence pairs")
-    from ..stats import release_contents
-
     contents = release_contents(pairs)
     fragments = set(pairs)
     # a release whose every fragment is a whole sentence pair of the corpus needs no graph
@@ -357,23 +369,9 @@ def audit_reconstruction(release, src, tgt, out, *, min_overlap=None, pretokeniz
         assumptions.append("every fragment of the release is a whole sentence pair of the "
                            "corpus (a verbatim release): the fragments are the attack's "
                            "output, no graph search was run")
-    results, all_chains = {}, {}
-    for m in modes:
-        t0 = time.time()
-        if verbatim:
-            chains, attack_stats = verbatim_chains(pairs, m)
-        else:
-            chains, attack_stats = reconstruct(pairs, min_overlap=min_overlap, mode=m,
-                                               show_progress=show_progress)
-        t_attack = time.time() - t0
-        t1 = time.time()
-        scores = score_chains(chains, src_sents, tgt_sents, max_len, fragments)
-        results[m] = {"attack": attack_stats, "scores": scores,
-                      "seconds": {"attack": round(t_attack, 2),
-                                  "scoring": round(time.time() - t1, 2)}}
-        if write_chains:
-            all_chains[m] = chains
-        del chains
+    results, all_chains = _attack_and_score(pairs, fragments, modes, verbatim, src_sents,
+                                            tgt_sents, max_len, min_overlap, show_progress,
+                                            write_chains)
     del pairs, fragments
     first = results[modes[0]]
     report = {
@@ -401,28 +399,70 @@ def audit_reconstruction(release, src, tgt, out, *, min_overlap=None, pretokeniz
     write_json(os.path.join(out, "report.json"), report)
     with atomic_writer(os.path.join(out, "report.md")) as f:
         f.write(render_markdown(report))
+    chain_files = _write_chains(out, all_chains, modes[0], src_lang, tgt_lang)
+    write_json(os.path.join(out, MANIFEST),
+               _manifest(report, write_chains, src, tgt, len(src_sents), skips.total,
+                         chain_files))
+    return report
+
+
+def _attack_and_score(pairs, fragments, modes, verbatim, src_sents, tgt_sents, max_len,
+                      min_overlap, show_progress, keep_chains):
+    """Run the attack in each mode and score its chains. Returns ({mode: {"attack",
+    "scores", "seconds"}}, {mode: chains} when `keep_chains`, else {})."""
+    from .reconstruct import reconstruct
+
+    results, all_chains = {}, {}
+    for m in modes:
+        t0 = time.time()
+        if verbatim:
+            chains, attack_stats = verbatim_chains(pairs, m)
+        else:
+            chains, attack_stats = reconstruct(pairs, min_overlap=min_overlap, mode=m,
+                                               show_progress=show_progress)
+        t_attack = time.time() - t0
+        t1 = time.time()
+        scores = score_chains(chains, src_sents, tgt_sents, max_len, fragments)
+        results[m] = {"attack": attack_stats, "scores": scores,
+                      "seconds": {"attack": round(t_attack, 2),
+                                  "scoring": round(time.time() - t1, 2)}}
+        if keep_chains:
+            all_chains[m] = chains
+        del chains
+    return results, all_chains
+
+
+def _write_chains(out, all_chains, first_mode, src_lang, tgt_lang):
+    """OUT/chains.<lang> (the first mode) and OUT/chains-<mode>.<lang>; returns the names."""
     chain_files = []
     for m, chains in all_chains.items():
-        stem = "chains" if m == modes[0] else f"chains-{m}"
+        stem = "chains" if m == first_mode else f"chains-{m}"
         chain_files += [f"{stem}.{src_lang}", f"{stem}.{tgt_lang}"]
         with atomic_writer(os.path.join(out, chain_files[-2])) as fs, \
                 atomic_writer(os.path.join(out, chain_files[-1])) as ft:
             for c in chains:
                 fs.write(" ".join(c.src) + "\n")
                 ft.write(" ".join(c.tgt) + "\n")
-    manifest = {
+    return chain_files
+
+
+def _manifest(report, write_chains, src, tgt, lines_scored, lines_skipped, chain_files):
+    """manifest.json of an audit: its options, input digests, counts and files."""
+    release, attack = report["release"], report["attack"]
+    return {
         "kind": "nmtfrag-reconstruction-audit",
-        "params": {"mode": mode, "min_overlap": first["attack"]["min_overlap"],
-                   "max_len": max_len, "pretokenized": pretokenized,
+        "params": {"mode": report["mode"], "min_overlap": attack["min_overlap"],
+                   "max_len": report["max_len"], "pretokenized": report["pretokenized"],
                    "write_chains": write_chains},
-        "inputs": {"release_src": info["sha256"]["src"], "release_tgt": info["sha256"]["tgt"],
+        "inputs": {"release_src": release["sha256"]["src"],
+                   "release_tgt": release["sha256"]["tgt"],
                    "corpus_src": sha256_file(src), "corpus_tgt": sha256_file(tgt)},
-        "counts": {"release_pairs": info["lines"],
-                   "chains": first["attack"]["chains"],
-                   "chains_by_mode": {m: r["attack"]["chains"] for m, r in results.items()},
-                   "corpus_lines_scored": len(src_sents), "corpus_lines_skipped": skips.total},
+        "counts": {"release_pairs": release["lines"],
+                   "chains": attack["chains"],
+                   "chains_by_mode": {m: r["attack"]["chains"]
+                                      for m, r in report["modes"].items()},
+                   "corpus_lines_scored": lines_scored,
+                   "corpus_lines_skipped": lines_skipped},
         "files": ["report.json", "report.md"] + chain_files,
         "tool_versions": tool_versions("nmtfrag"),
     }
-    write_json(os.path.join(out, MANIFEST), manifest)
-    return report

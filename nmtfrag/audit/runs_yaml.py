@@ -6,9 +6,12 @@ mi-CELL, ft-CELL, rel-CELL); this turns whichever of them exist into the list th
 
     python3 -m nmtfrag.audit.runs_yaml --out-dir RUNS/EMEA --approaches "baseline sent"
 """
+from __future__ import annotations
+
 import argparse
 import os
 import sys
+from collections.abc import Iterable, Sequence
 
 import yaml
 
@@ -26,7 +29,7 @@ FIELDS = (("evaluate", "eval-{}"), ("reconstruction", "reconstruct-{}"),
           ("exposure", "exposure-{}"), ("membership", "mi-{}"))
 
 
-def runs_spec(out_dir, cells, title):
+def runs_spec(out_dir: str, cells: Iterable[str], title: str) -> dict:
     """The spec for the cells that have an evaluation; paths relative to out_dir."""
     runs = []
     for cell in cells:
@@ -45,7 +48,7 @@ def runs_spec(out_dir, cells, title):
     return {"title": title, "runs": runs}
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m nmtfrag.audit.runs_yaml",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--out-dir", required=True, metavar="DIR")

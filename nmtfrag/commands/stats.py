@@ -61,85 +61,23 @@ def add_arguments(p):
 
 
 def run(args):
-    import os
     import sys
 
-    from ..errors import InputError
-    from ..fileio import public_name
-    from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, sha256_file,
-                          tool_versions, write_json)
-    from ..audit.reconstruct import read_release
-    from ..stats import (checks_markdown, checks_warnings, corpus_stats, data_checks,
-                         overlap_with_train, release_contents, release_markdown,
-                         splits_in_dir, to_markdown)
+    from ..fileio import prepare_output_dir
+    from ..stats import describe_corpora, stats_inputs, write_report
 
-    if len(args.src) != len(args.tgt):
-        raise InputError(f"give one --tgt per --src ({len(args.src)} --src, "
-                         f"{len(args.tgt)} --tgt)")
-    if args.name and len(args.name) != len(args.src):
-        raise InputError(f"give one --name per --src or none ({len(args.name)} --name, "
-                         f"{len(args.src)} --src)")
-    corpora = []
-    for i, (s, t) in enumerate(zip(args.src, args.tgt)):
-        corpora.append((args.name[i] if args.name else None, s, t))
-    overlaps_wanted = []  # (test name, train name, test files, train files)
-    if args.train:
-        corpora.append(("train", *args.train))
-    if args.test:
-        corpora.append(("test", *args.test))
-        if args.train:
-            overlaps_wanted.append(("test", "train", args.test, args.train))
-    for d in args.dir:
-        found = splits_in_dir(d, args.src_lang, args.tgt_lang)
-        corpora.extend(found)
-        by_split = {name.rsplit(" ", 1)[1]: (name, (s, t)) for name, s, t in found}
-        if "train" in by_split and "test" in by_split:
-            overlaps_wanted.append((by_split["test"][0], by_split["train"][0],
-                                    by_split["test"][1], by_split["train"][1]))
-    if not corpora and not args.release:
-        raise InputError("nothing to count: give --src/--tgt, --train/--test, --dir or "
-                         "--release")
-    for r in args.release:
-        if not os.path.isdir(r):
-            raise InputError(f"--release {r}: no such directory")
-
-    out = prepare_output_dir(args.out, args.overwrite, inputs=[c[1:] for c in corpora]) \
+    inputs = stats_inputs(args.src, args.tgt, args.name, train=args.train, test=args.test,
+                          dirs=args.dir, releases=args.release, src_lang=args.src_lang,
+                          tgt_lang=args.tgt_lang)
+    out = prepare_output_dir(args.out, args.overwrite, inputs=inputs.files()) \
         if args.out else None
-    results = [corpus_stats(s, t, name=n, src_lang=args.src_lang,
-                            tgt_lang=args.tgt_lang, tokenize=args.tokenize)
-               for n, s, t in corpora]
-    checks = [(r["name"], data_checks(s, t)) for r, (_, s, t) in zip(results, corpora)]
-    overlaps = [(test, train, overlap_with_train(*tr, *te))
-                for test, train, te, tr in overlaps_wanted]
-    releases = []
-    for r in args.release:
-        pairs, _ = read_release(r)
-        releases.append((os.path.basename(os.path.normpath(r)), release_contents(pairs)))
+    report = describe_corpora(inputs, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
+                              tokenize=args.tokenize)
     if args.warn:
-        for w in checks_warnings(checks, overlaps):
+        for w in report.warnings():
             print(f"warning: {w}", file=sys.stderr)
         return 0
-    md = "\n".join(part for part in (
-        to_markdown(results), checks_markdown(checks, overlaps) if checks else "",
-        release_markdown(releases) if releases else "") if part)
-    print(md)
+    print(report.markdown())
     if out:
-        report = {"corpora": results, "tokenized_here": args.tokenize,
-                  "data_checks": [{"name": n, **c} for n, c in checks],
-                  "test_in_train": [{"test": te, "train": tr, **o} for te, tr, o in overlaps],
-                  "releases": [{"name": n, **c} for n, c in releases],
-                  "conventions": "see nmtfrag/stats.py"}
-        write_json(os.path.join(out, "report.json"), report)
-        with atomic_writer(os.path.join(out, "report.md")) as f:
-            f.write(md)
-        write_json(os.path.join(out, MANIFEST), {
-            "stage": "stats",
-            "params": {"src_lang": args.src_lang, "tgt_lang": args.tgt_lang,
-                       "tokenize": args.tokenize},
-            # corpus name / file name, not the path: the manifest may be shared
-            "inputs": {f"{r['name']}/{public_name(p)}": sha256_file(p)
-                       for r, (_, s, t) in zip(results, corpora) for p in (s, t)},
-            "counts": {r["name"]: r["sentences"] for r in results},
-            "tool_versions": tool_versions("nmtfrag", "sacremoses"),
-        })
+        write_report(report, out)
     return 0

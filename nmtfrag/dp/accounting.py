@@ -13,9 +13,14 @@ cross-check both accountants against Google's dp-accounting (RDP and PLD).
 A privacy *history* is a list of (noise_multiplier, sample_rate, steps) segments, the
 format opacus accountants keep in `.history`.
 """
+from __future__ import annotations
+
 import math
+from collections.abc import Iterable, Sequence
 
 from ..errors import InputError
+
+Step = tuple[float, float, int]  # (noise multiplier σ, sample rate q, steps)
 
 # RDP orders: opacus' defaults plus the large orders dp-accounting also uses, which
 # matter for small ε (many steps with little noise per step need high orders).
@@ -59,7 +64,8 @@ ACCOUNTANTS = {
 }
 
 
-def check_delta(delta, n_examples=None, what="--delta"):
+def check_delta(delta: float | None, n_examples: int | None = None,
+                what: str = "--delta") -> None:
     """Refuse a missing or meaningless δ, and (given n) a δ not below 1/n."""
     if delta is None:
         raise InputError(f"{what} is required: a DP guarantee without δ is void")
@@ -70,7 +76,7 @@ def check_delta(delta, n_examples=None, what="--delta"):
                          "allows releasing a whole training example; use a smaller δ")
 
 
-def check_history(history):
+def check_history(history: Sequence[Step]) -> None:
     if not history:
         raise InputError("no privacy steps to account for (steps must be ≥ 1)")
     for sigma, q, steps in history:
@@ -82,7 +88,7 @@ def check_history(history):
             raise InputError(f"steps must be a positive integer, got {steps}")
 
 
-def epsilon(history, delta, accountant="rdp"):
+def epsilon(history: Sequence[Step], delta: float, accountant: str = "rdp") -> float:
     """ε spent by a history of Poisson-subsampled Gaussian steps, at δ."""
     if accountant not in ACCOUNTANTS:
         raise InputError(f"unknown accountant {accountant!r}; choose from "
@@ -98,12 +104,14 @@ def epsilon(history, delta, accountant="rdp"):
     return max(0.0, eps)
 
 
-def plan_epsilon(noise_multiplier, sample_rate, steps, delta, accountant="rdp"):
+def plan_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float,
+                 accountant: str = "rdp") -> float:
     """ε of `steps` identical steps (the `nmtfrag privacy --noise-multiplier` plan)."""
     return epsilon([(noise_multiplier, sample_rate, steps)], delta, accountant)
 
 
-def rates_history(noise_multiplier, rate_segments):
+def rates_history(noise_multiplier: float,
+                  rate_segments: Iterable[tuple[float, int]]) -> list[Step]:
     """[(q, steps), …] → [(σ, q, steps), …] with consecutive equal rates merged."""
     out = []
     for q, steps in rate_segments:
@@ -116,8 +124,10 @@ def rates_history(noise_multiplier, rate_segments):
     return out
 
 
-def noise_multiplier_for(target_epsilon, delta, rate_segments, accountant="rdp",
-                         rel_tol=0.002, fixed=()):
+def noise_multiplier_for(target_epsilon: float, delta: float,
+                         rate_segments: Sequence[tuple[float, int]],
+                         accountant: str = "rdp",
+                         rel_tol: float = 0.002, fixed: Iterable[Step] = ()) -> float:
     """Smallest σ (within `rel_tol` of ε) whose history reaches at most `target_epsilon`.
 
     `rate_segments` is [(sample_rate, steps), …] — one segment for a fixed batch size,
@@ -152,7 +162,7 @@ def noise_multiplier_for(target_epsilon, delta, rate_segments, accountant="rdp",
     return hi
 
 
-def effective_noise_multiplier(noise_multiplier, shards=1):
+def effective_noise_multiplier(noise_multiplier: float, shards: int = 1) -> float:
     """σ to account with when each of P shards adds its own noise N(0, σ²C²) to its
     (locally averaged) gradient and the shards are then averaged: the noise of the
     average, relative to the clip norm of the global mean, is σ√P (Hoory et al. 2021,
@@ -162,7 +172,7 @@ def effective_noise_multiplier(noise_multiplier, shards=1):
     return noise_multiplier * math.sqrt(shards)
 
 
-def compose_basic(*guarantees):
+def compose_basic(*guarantees: tuple[float, float]) -> tuple[float, float]:
     """Basic composition of (ε, δ) pairs: (Σε, Σδ)."""
     return (sum(float(e) for e, _ in guarantees), sum(float(d) for _, d in guarantees))
 
@@ -181,7 +191,8 @@ COMPOSITION_WHY = {
 }
 
 
-def composition_record(kind, delta, epsilon_train_bound=None, delta_count=None):
+def composition_record(kind: str, delta: float, epsilon_train_bound: float | None = None,
+                       delta_count: float | None = None) -> dict:
     """The composition spec a certificate records before ε is computed: for basic
     composition, the δ split and the training's ε bound, fixed before ñ was drawn."""
     if kind == RDP_COMPOSITION:
@@ -191,7 +202,7 @@ def composition_record(kind, delta, epsilon_train_bound=None, delta_count=None):
             "epsilon_train_bound": epsilon_train_bound}
 
 
-def certify_training(training):
+def certify_training(training: dict) -> tuple[float, dict[str, float], dict]:
     """(ε certified, {accountant: ε}, parts) of a DP-SGD training entry, recomputed
     from its history and recorded composition.
 
@@ -231,7 +242,7 @@ def certify_training(training):
     return (eps_count + bound, {name: eps_count + e for name, e in train.items()}, parts)
 
 
-def training_epsilon(training):
+def training_epsilon(training: dict) -> float:
     """Certified ε of a certificate's training entry, recomputed from its recorded
     history by its recorded composition (certify_training)."""
     return certify_training(training)[0]
@@ -271,7 +282,7 @@ def entry_unit_key(entry: dict, default: str = "sentence") -> str:
     return default
 
 
-def composes_into(part_key, unit):
+def composes_into(part_key: str, unit: str) -> bool:
     """Whether an (ε, δ) guarantee per `part_key` is one per `unit` as well."""
     return part_key == unit or (part_key == "distinct-sentence" and unit == "sentence")
 
@@ -289,7 +300,8 @@ def _mismatch_advice(part_key, unit, what):
     return f"train with the unit of the earlier training ({UNIT_LABELS.get(part_key, part_key)})"
 
 
-def check_composable(unit, vocabulary=None, earlier=()):
+def check_composable(unit: str, vocabulary: dict | None = None,
+                     earlier: Iterable[dict] = ()) -> None:
     """Refuse to add ε's of different privacy units: a sentence-level ε is a
     document-level one only by group privacy over the document's sentences, and a
     per-occurrence ε covers a pair repeated k times only as a group of k."""
@@ -306,7 +318,9 @@ def check_composable(unit, vocabulary=None, earlier=()):
                 f"not add up to a guarantee for either. {_mismatch_advice(key, unit, what)}")
 
 
-def compose_certificate(training, vocabulary=None, earlier=(), training_eps=None):
+def compose_certificate(training: dict, vocabulary: dict | None = None,
+                        earlier: Sequence[dict] = (),
+                        training_eps: float | None = None) -> dict:
     """Total (ε, δ) of a DP model: its vocabulary, every earlier DP training of its base
     model (fine-tuning a DP model again on the same owner's data composes), and this
     training — by basic composition, valid whatever the overlap of the data sets, and
@@ -323,7 +337,8 @@ def compose_certificate(training, vocabulary=None, earlier=(), training_eps=None
             "parts": len(parts)}
 
 
-def analytic_gaussian_epsilon(noise_std, delta, sensitivity=1.0):
+def analytic_gaussian_epsilon(noise_std: float, delta: float,
+                              sensitivity: float = 1.0) -> float:
     """ε of one Gaussian mechanism with L2 sensitivity Δ and noise std σ, by the
     analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8): the smallest ε with
     Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) ≤ δ."""
@@ -347,7 +362,8 @@ def analytic_gaussian_epsilon(noise_std, delta, sensitivity=1.0):
     return float(brentq(lambda e: log_delta(e) - target, 0.0, hi, xtol=1e-12))
 
 
-def classic_gaussian_epsilon(noise_std, delta, sensitivity=1.0):
+def classic_gaussian_epsilon(noise_std: float, delta: float,
+                             sensitivity: float = 1.0) -> float:
     """ε = (Δ/σ)·√(2 ln(1.25/δ)) (Dwork & Roth 2014, Thm A.1; Hoory et al. 2021,
     Corollary 1). Valid only when the result is < 1."""
     check_delta(delta)

@@ -34,26 +34,35 @@ Why each piece:
   cryptographic source (nmtfrag.randomness); with a known seed the mechanism is
   deterministic and ε means nothing, so `--seed` is an opt-in marked not private.
 """
+from __future__ import annotations
+
 import math
 import time
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from ..errors import InputError
-from ..randomness import resolve_seed
+from ..randomness import Seed, resolve_seed
 from . import fairseq_opacus
 
+if TYPE_CHECKING:  # fairseq and the resume module are imported where they run
+    from fairseq.data import LanguagePairDataset
 
-def to_device(sample, device):
+    from .resume import Checkpointer
+
+
+def to_device(sample: dict, device: torch.device | str) -> dict:
     """A fairseq sample with every tensor on `device` (no copy when already there)."""
     from fairseq.utils import apply_to_sample
 
     return apply_to_sample(lambda t: t.to(device), sample)
 
 
-def poisson_indices(n, q, rng):
+def poisson_indices(n: int, q: float, rng: np.random.Generator) -> np.ndarray:
     """Indices of one Poisson-sampled logical batch (each of n kept with prob. q)."""
     return np.flatnonzero(rng.random(n) < q)
 
@@ -75,7 +84,9 @@ def _bounded_chunks(rows, physical_batch, sizes, max_tokens):
         yield chunk
 
 
-def physical_batches(indices, physical_batch, sizes=None, max_tokens=None):
+def physical_batches(indices: Sequence[int] | np.ndarray, physical_batch: int,
+                     sizes: Sequence[int] | np.ndarray | None = None,
+                     max_tokens: int | None = None) -> list[list[int]]:
     """Split one logical batch into physical batches (by length, to limit padding), each
     of at most `physical_batch` pairs and `max_tokens` padded tokens: a few long pairs
     must not make one forward/backward pass hold 32 × 500 tokens of attention."""
@@ -85,7 +96,7 @@ def physical_batches(indices, physical_batch, sizes=None, max_tokens=None):
     return list(_bounded_chunks(idx, physical_batch, sizes, max_tokens))
 
 
-def distributed_group():
+def distributed_group() -> tuple[int, int]:
     """(rank, world size) of the torch.distributed group, or (0, 1) without one."""
     import torch.distributed as dist
 
@@ -94,7 +105,7 @@ def distributed_group():
     return 0, 1
 
 
-def shared_generators(seed):
+def shared_generators(seed: Seed) -> tuple[np.random.Generator, torch.Generator]:
     """(numpy rng for sampling, torch generator for noise), identical on every process:
     a secret seed is drawn once on rank 0 and broadcast (it never leaves memory)."""
     import secrets
@@ -111,7 +122,10 @@ def shared_generators(seed):
     return np.random.default_rng(a), torch.Generator().manual_seed(b)
 
 
-def unit_batches(picked, units, physical_batch, sizes, max_tokens=None):
+def unit_batches(picked: Iterable[int], units: Sequence[Sequence[int]],
+                 physical_batch: int,
+                 sizes: Sequence[int] | np.ndarray, max_tokens: int | None = None
+                 ) -> Iterator[tuple[list[int], dict[int, int]]]:
     """Physical batches over the rows of the picked units, each unit's rows contiguous
     (so a unit is complete once a later unit starts), bounded as `physical_batches`:
     yields (rows, {row: unit})."""
@@ -143,7 +157,8 @@ GHOST_CLIP_MARGIN = 1e-4
 _BLOCK = 1 << 22
 
 
-def clip_factors(norms, max_grad_norm, margin=CLIP_MARGIN):
+def clip_factors(norms: torch.Tensor, max_grad_norm: float,
+                 margin: float = CLIP_MARGIN) -> torch.Tensor:
     """Per-unit scale (float64) that brings float64 norms `norms` to at most
     max_grad_norm (with a relative `margin`); 1 for units already within it (a zero
     gradient included)."""
@@ -161,7 +176,7 @@ def _column_blocks(flat):
         yield slice(a, a + step)
 
 
-def example_sq_norms(grads, n):
+def example_sq_norms(grads: Sequence[torch.Tensor], n: int) -> torch.Tensor:
     """Squared norms (float64, shape n) of n per-example gradients given as
     [batch × param shape tensors]: each float32 value squared and summed in float64.
     (torch's float32 norm of a 42,024 × 1,024 embedding gradient is 0.33% low.)"""
@@ -173,7 +188,7 @@ def example_sq_norms(grads, n):
     return sq
 
 
-def add_scaled(acc, gs, factor):
+def add_scaled(acc: torch.Tensor, gs: torch.Tensor, factor: torch.Tensor) -> None:
     """acc (float64) += Σ_b factor[b] · gs[b], every product and the sum in float64
     (gs: batch × acc's shape, float32)."""
     n = gs.shape[0]
@@ -190,9 +205,12 @@ class DPSGD:
     `optimizer` updates its trainable parameters from `.grad`.
     """
 
-    def __init__(self, model, optimizer, *, max_grad_norm, noise_multiplier,
-                 expected_batch_size, seed=None, label_smoothing=0.0, pad_idx=1,
-                 clipping="hooks", clip_mode="clip", loss="sum", allow_zero_noise=False):
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, *,
+                 max_grad_norm: float, noise_multiplier: float,
+             expected_batch_size: float,
+                 seed: int | Seed | None = None, label_smoothing: float = 0.0,
+                 pad_idx: int = 1, clipping: str = "hooks", clip_mode: str = "clip",
+                 loss: str = "sum", allow_zero_noise: bool = False) -> None:
         if not max_grad_norm > 0:
             raise InputError(f"--max-grad-norm must be positive, got {max_grad_norm}")
         if not (noise_multiplier > 0 or (allow_zero_noise and noise_multiplier == 0)):
@@ -226,7 +244,7 @@ class DPSGD:
         self.example_stats = {}   # unit → (loss, gradient norm, clipped norm)
         self.open_units = {}      # unit → (summed loss, [gradient sum per parameter])
 
-    def accumulate(self, sample, unit_of=None):
+    def accumulate(self, sample: dict, unit_of: Mapping[int, int] | None = None) -> dict:
         """Forward/backward one physical batch; add its clipped per-example gradients.
 
         With `unit_of` (dataset id → unit), gradients are summed per unit instead and
@@ -315,7 +333,7 @@ class DPSGD:
         self.n_examples += len(ids)
         return {"ids": ids, "units": list(dict.fromkeys(units))}
 
-    def close_units(self, keep=None):
+    def close_units(self, keep: int | None = None) -> None:
         """Clip each open unit's summed gradient (all but `keep`, which may continue in
         the next physical batch) and add it to the step's sum."""
         for u in [u for u in self.open_units if u != keep]:
@@ -327,7 +345,7 @@ class DPSGD:
             norm = float(sq.sqrt())
             self.example_stats[u] = (loss, norm, norm * float(factor))
 
-    def take_clipped_sum(self):
+    def take_clipped_sum(self) -> list[torch.Tensor]:
         """The clipped sum accumulated since the last step (float64 copies; open units
         closed), then reset without a step: the quantity noise is added to, whose change
         when one unit is removed tests/test_dp_clip_bound.py and
@@ -358,12 +376,12 @@ class DPSGD:
         return {"examples": int(examples), "units": int(units),
                 "mean_loss": loss / max(1, units), "clipped_share": clipped / max(1, units)}
 
-    def noise(self):
+    def noise(self) -> list[torch.Tensor]:
         std = self.noise_multiplier * self.max_grad_norm
         return [torch.normal(0.0, std, size=p.shape, generator=self.generator,
                              dtype=torch.float32).to(p.device, p.dtype) for p in self.params]
 
-    def step(self):
+    def step(self) -> dict:
         """Add noise once, average by the expected batch size, update; return stats."""
         self.close_units()
         stats = self._step_counts()
@@ -384,11 +402,18 @@ class DPSGD:
         return stats
 
 
-def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_norm,
-             physical_batch, lr, weight_decay=0.0, seed=None, label_smoothing=0.0,
-             log=None, valid_fn=None, valid_every=0, units=None, clipping="hooks",
-             max_tokens=None, divisor_units=None, checkpointer=None, warmup_steps=0,
-             clip_mode="clip", loss="sum", allow_zero_noise=False):
+def train_dp(model: torch.nn.Module, dataset: LanguagePairDataset, *, steps: int,
+             rate_of_step: Callable[[int], float], noise_multiplier: float,
+             max_grad_norm: float, physical_batch: int, lr: float,
+             weight_decay: float = 0.0, seed: int | Seed | None = None,
+             label_smoothing: float = 0.0, log: Callable[[dict], None] | None = None,
+             valid_fn: Callable[[torch.nn.Module], float] | None = None,
+             valid_every: int = 0, units: Sequence[Sequence[int]] | None = None,
+             clipping: str = "hooks", max_tokens: int | None = None,
+             divisor_units: int | None = None, checkpointer: Checkpointer | None = None,
+             warmup_steps: int = 0, clip_mode: str = "clip", loss: str = "sum",
+             allow_zero_noise: bool = False
+             ) -> tuple[list[dict], list[tuple[float, float, int]], DPSGD]:
     """Run `steps` noisy steps; the logical batch of step t is Poisson with rate
     `rate_of_step(t)` over the privacy units: dataset rows, or the groups of rows in
     `units` (e.g. documents). Returns (per-step log, privacy history [(σ, q, steps)],
@@ -464,7 +489,7 @@ def train_dp(model, dataset, *, steps, rate_of_step, noise_multiplier, max_grad_
     return records, [tuple(h) for h in history], dp
 
 
-def lr_at(lr, warmup_steps, step):
+def lr_at(lr: float, warmup_steps: int, step: int) -> float:
     """Learning rate of 0-based noisy step `step`: linear warm-up from lr/W over the
     first W steps, then constant (a few large-batch DP steps are too few to decay)."""
     if warmup_steps and step < warmup_steps:
@@ -473,7 +498,8 @@ def lr_at(lr, warmup_steps, step):
 
 
 @torch.no_grad()
-def valid_loss(model, dataset, batch_size=64, label_smoothing=0.0):
+def valid_loss(model: torch.nn.Module, dataset: LanguagePairDataset, batch_size: int = 64,
+               label_smoothing: float = 0.0) -> float:
     """Mean label-smoothed loss per target token (base e) on a dataset."""
     was = model.training
     model.eval()
