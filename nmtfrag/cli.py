@@ -7,12 +7,15 @@ so `nmtfrag --help` stays fast. Exit codes: 0 success, 2 bad usage or input (one
 error:` line; `--debug` shows the traceback instead). An output directory that a failed
 run created is removed (see `fileio.remove_created_outputs`).
 """
+from __future__ import annotations
+
 import argparse
 import importlib
 import os
 import re
 import signal
 import sys
+from typing import Any, Iterable, NoReturn, Sequence
 
 from . import __version__
 from .errors import InputError
@@ -34,21 +37,42 @@ COMMANDS = [
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on bad usage already; keep its message to one `error:` line."""
+    """argparse exits 2 on bad usage already; keep its message to one `error:` line,
+    naming an option by the spelling the user typed (an option may have an older
+    alias, nmtfrag.cli_options)."""
 
-    def error(self, message):
-        self.exit(2, f"error: {one_line(_option_message(message))} (see `{self.prog} "
-                     f"--help`)\n")
+    def parse_known_args(self, args: Iterable[str] | None = None,
+                         namespace: Any = None) -> tuple[Any, list[str]]:
+        args = list(sys.argv[1:] if args is None else args)
+        self._typed = args
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        message = _option_message(message, getattr(self, "_typed", ()))
+        self.exit(2, f"error: {one_line(message)} (see `{self.prog} --help`)\n")
 
 
-def _option_message(message):
-    """argparse's "argument --beam: must be ≥ 1, got 0" as "--beam must be ≥ 1, got 0"
-    (the option named first, its aliases dropped)."""
-    m = re.match(r"argument (\S+?)(?:/\S+)?: (.*)", message, re.S)
+def _option_message(message: str, typed: Sequence[str] = ()) -> str:
+    """argparse's "argument --beam: must be ≥ 1, got 0" as "--beam must be ≥ 1, got 0":
+    the option named once, by the spelling among its aliases ("--epsilon/--target-epsilon")
+    that the user typed (`typed`: the command line), else by the first, canonical one."""
+    m = re.match(r"argument (\S+?(?:/\S+)*): (.*)", message, re.S)
     if not m:
         return message
-    opt, rest = m.groups()
+    spellings, rest = m.group(1).split("/"), m.group(2)
+    opt = _typed_spelling(spellings, typed) or spellings[0]
     return f"{opt} {rest}" if rest.startswith("must") else f"{opt}: {rest}"
+
+
+def _typed_spelling(spellings: Sequence[str], typed: Sequence[str]) -> str | None:
+    """Which of an option's spellings the command line used: exactly, as `--opt=value`,
+    or abbreviated (argparse accepts an unambiguous prefix); None if none."""
+    words = [a.split("=", 1)[0] for a in typed if a.startswith("-")]
+    for match in (lambda o, w: o == w, lambda o, w: len(w) > 2 and o.startswith(w)):
+        found = [o for o in spellings if any(match(o, w) for w in words)]
+        if found:
+            return found[0]
+    return None
 
 
 def one_line(text, limit=500):

@@ -259,7 +259,8 @@ def _translate(model, src_lines, mode, show_progress, options):
     records (engine, beam, length limit, truncated sources, model, seconds)."""
     import time
 
-    from .generate import MAX_LEN_A, MAX_LEN_B, load_translator
+    from .generate import load_translator
+    from .translator import MAX_LEN_A, MAX_LEN_B
 
     max_len_a, max_len_b = options.pop("max_len_a"), options.pop("max_len_b")
     tr = load_translator(model, options.pop("engine"), **options,

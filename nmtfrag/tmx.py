@@ -196,18 +196,6 @@ def tmx_to_files(path, src_lang, tgt_lang, prefix, doc_prop=None):
     return paths, log
 
 
-def add_tmx_arguments(g, docs_help="document ids for --privacy-unit document"):
-    """--tmx FILE and --tmx-doc-prop NAME (the commands that read a corpus)."""
-    g.add_argument("--tmx", metavar="FILE",
-                   help="read the corpus from a translation memory (.tmx or .tmx.gz) "
-                        "instead of --src/--tgt: the <tuv>s of --src-lang/--tgt-lang "
-                        "(xml:lang variants such as de-DE match), inline codes dropped "
-                        "(nmtfrag.tmx)")
-    g.add_argument("--tmx-doc-prop", metavar="NAME",
-                   help=f"with --tmx: the <prop type=\"NAME\"> (or <tu> attribute) that "
-                        f"names each unit's document ({docs_help})")
-
-
 @contextlib.contextmanager
 def tmx_corpus(args, src="src", tgt="tgt", documents="documents", work_dir=None):
     """With `args.tmx`: convert it into a private work dir (the text is confidential),

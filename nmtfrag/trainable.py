@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 # the LoRA names live in a torch-free leaf module: lora.py (torch) and this module (which
 # the CLI imports) both read them, and neither imports the other for them
-from .lora_targets import LORA_DEFAULT_MODULES, LORA_MODULES, parse_lora_modules
+from .lora_targets import LORA_DEFAULT_MODULES, parse_lora_modules
 
 if TYPE_CHECKING:
     from torch import nn

@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from nmtfrag import lora, trainable
+from nmtfrag import lora, lora_targets, trainable
 from test_dp_sgd import check_per_example_grads, tiny  # noqa: F401 (fixture)
 
 torch.set_num_threads(1)
@@ -19,7 +19,7 @@ def _outputs(model, ds, ids=range(12)):
         return model(**batch["net_input"])[0]
 
 
-def _adapted(model, rank=4, alpha=8.0, modules=trainable.LORA_DEFAULT_MODULES, seed=3):
+def _adapted(model, rank=4, alpha=8.0, modules=lora_targets.LORA_DEFAULT_MODULES, seed=3):
     """A copy of `model` with adapters whose B is random (not the zero start), so that
     the adapters change the outputs."""
     m = copy.deepcopy(model)
@@ -148,9 +148,9 @@ def test_finetune_with_lora_without_dp_writes_a_plain_model(tiny_model_dir, tmp_
 _INIT_DIGEST = """
 import hashlib, torch
 from torch import nn
-from nmtfrag import lora, trainable
+from nmtfrag import lora, lora_targets
 layer = nn.Module()
-for attr in sorted(set(trainable.LORA_MODULES.values())):
+for attr in sorted(set(lora_targets.LORA_MODULES.values())):
     setattr(layer, attr, nn.Linear(6, 6))
 model = nn.Module(); model.encoder = nn.Module(); model.encoder.layers = nn.ModuleList([layer])
 lora.add_lora(model, rank=2, seed=3)

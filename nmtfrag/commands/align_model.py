@@ -8,25 +8,25 @@ requires: nothing in it comes from the private corpus. Never give private text h
 example:
   nmtfrag align-model --public generic/train --out align-model/
 """
+import argparse
+
+from .. import cli_options as opt
 from .. import cli_types as ct
 
 HELP = "learn a word-alignment model on public parallel text (for extract --dp)"
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--public", required=True, metavar="PREFIX",
                    help="public parallel text PREFIX.<src-lang>, PREFIX.<tgt-lang>")
-    p.add_argument("--out", required=True, metavar="DIR",
-                   help="model directory to create (refused if it holds a model, "
-                        "unless --overwrite)")
-    p.add_argument("--src-lang", default="de", metavar="LANG", help="default: de")
-    p.add_argument("--tgt-lang", default="en", metavar="LANG", help="default: en")
-    p.add_argument("--pretokenized", action="store_true",
-                   help="the public text is already Moses-tokenised")
+    opt.add_out(p, "model directory to create (refused if it holds a model, unless "
+                   "--overwrite)")
+    opt.add_languages(p)
+    opt.add_pretokenized(p, "the public text is already Moses-tokenised")
     p.add_argument("--lines", type=ct.positive_int, default=None, metavar="N",
                    help="learn from the first N pairs at most (default: 300,000)")
-    p.add_argument("--overwrite", action="store_true", help="replace a model in --out")
-    p.add_argument("-v", "--verbose", action="store_true", help="show eflomal's progress")
+    opt.add_overwrite(p, "replace a model in --out")
+    opt.add_verbose(p, "show eflomal's progress")
 
 
 def run(args):

@@ -17,24 +17,34 @@
   nmtfrag audit compare --runs runs.yaml --out comparison/
       one report (report.md, report.json, privacy-utility plot): BLEU × leakage × ε
 """
+from __future__ import annotations
+
+import argparse
+
+from .. import cli_options as opt
 from .. import cli_types as ct
 
 HELP = ("audit a release (reconstruction attack) or a model (canary exposure, membership "
         "inference); compare runs")
 
 
-def _sub(subparsers, name, help_text, description):
-    import argparse
-
-    p = subparsers.add_parser(name, help=help_text, description=description,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    return p
+def _sub(subparsers: argparse._SubParsersAction, name: str, help_text: str,
+         description: str) -> argparse.ArgumentParser:
+    return subparsers.add_parser(name, help=help_text, description=description,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="audit_command", metavar="AUDIT", parser_class=type(p))
     sub.required = True
+    _add_reconstruct(sub)
+    _add_canaries(sub, parser_class=type(p))
+    _add_exposure(sub)
+    _add_membership(sub)
+    _add_compare(sub)
 
+
+def _add_reconstruct(sub: argparse._SubParsersAction) -> None:
     r = _sub(sub, "reconstruct", "rebuild text from a release and score it against the corpus",
              "Reconstruction attack on a phrase-pair release (in the spirit of Gallé & "
              "Tealdi 2015): chains fragments whose targets AND sources overlap into the "
@@ -50,10 +60,9 @@ def add_arguments(p):
              "--tgt train.en --mode both --out audit/")
     r.add_argument("--release", required=True, metavar="DIR",
                    help="release directory written by `nmtfrag extract`")
-    r.add_argument("--src", required=True, metavar="FILE",
-                   help="original source side the release was made from (scoring only)")
-    r.add_argument("--tgt", required=True, metavar="FILE", help="original target side")
-    r.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    opt.add_parallel_files(r, "original source side the release was made from (scoring "
+                              "only)", "original target side", required=True)
+    opt.add_out(r, "output directory")
     r.add_argument("--mode", choices=("conservative", "greedy", "both"),
                    default="conservative",
                    help="conservative: unambiguous joins only (a floor); greedy: also join "
@@ -63,23 +72,26 @@ def add_arguments(p):
     r.add_argument("--min-overlap", type=ct.positive_int, default=None, metavar="N",
                    help="fewest shared target words to chain two fragments (default: 2, or "
                         "1 when no fragment is longer than 2 words)")
-    r.add_argument("--pretokenized", default=None, action="store_true",
-                   help="the corpus is already Moses-tokenised (default: as recorded in "
-                        "the release manifest)")
+    opt.add_pretokenized(r, "the corpus is already Moses-tokenised (default: as recorded "
+                            "in the release manifest)", default=None)
     r.add_argument("--max-len", type=ct.positive_int, default=None, metavar="N",
                    help="max-len of the release (default: from its manifest, else the "
                         "longest fragment)")
     r.add_argument("--write-chains", action="store_true",
                    help="also write the rebuilt chains to OUT/chains.LANG (confidential: "
                         "they are pieces of the corpus)")
-    r.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
+    opt.add_overwrite(r)
     r.set_defaults(_audit_run=_run_reconstruct)
 
+
+def _add_canaries(sub: argparse._SubParsersAction,
+                  parser_class: type[argparse.ArgumentParser]) -> None:
     c = _sub(sub, "canaries", "plant canaries (synthetic pairs carrying random secrets)",
              "Canaries (Carlini et al. 2019): synthetic sentence pairs whose target carries "
              "a random secret, inserted into a corpus with chosen repetition before any "
              "release or training.")
-    csub = c.add_subparsers(dest="canaries_command", metavar="ACTION", parser_class=type(p))
+    csub = c.add_subparsers(dest="canaries_command", metavar="ACTION",
+                            parser_class=parser_class)
     csub.required = True
     ci = _sub(csub, "insert", "write a copy of the corpus with canaries and canaries.json",
               "Write OUT/<src name>, OUT/<tgt name> (the corpus with canaries at random "
@@ -88,9 +100,8 @@ def add_arguments(p):
               "value, plus --unseen canaries never inserted (the reference for exposure)."
               "\n\nexample:\n  nmtfrag audit canaries insert --src train.de --tgt train.en "
               "--count 20 --repeats 1,10,100 --out canaried/")
-    ci.add_argument("--src", required=True, metavar="FILE", help="source side of the corpus")
-    ci.add_argument("--tgt", required=True, metavar="FILE", help="target side")
-    ci.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    opt.add_parallel_files(ci, "source side of the corpus", "target side", required=True)
+    opt.add_out(ci, "output directory")
     ci.add_argument("--count", type=ct.positive_int, default=20, metavar="N",
                     help="canaries per repeat value (default: 20)")
     ci.add_argument("--repeats", default="1,10,100", metavar="LIST",
@@ -100,13 +111,13 @@ def add_arguments(p):
     ci.add_argument("--kinds", default="dosage,name", metavar="LIST",
                     help="secret kinds, alternating: dosage (6 digits, |R|=10^6), name "
                          "(first name + surname, |R|=1600) (default: dosage,name)")
-    ci.add_argument("--seed", type=ct.seed, default=None,
-                    help="seed: reproducible, but then the secrets are predictable by "
-                         "whoever knows it (default: secret randomness from the operating "
-                         "system)")
-    ci.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
+    opt.add_seed(ci, "seed: reproducible, but then the secrets are predictable by whoever "
+                     "knows it (default: secret randomness from the operating system)")
+    opt.add_overwrite(ci)
     ci.set_defaults(_audit_run=_run_canaries_insert)
 
+
+def _add_exposure(sub: argparse._SubParsersAction) -> None:
     e = _sub(sub, "exposure", "exposure and extraction of canaries in a trained model",
              "For each canary: rank its true secret among the candidate space by the "
              "model's teacher-forced log-probability of the target given the canary source, "
@@ -115,17 +126,13 @@ def add_arguments(p):
              "clipped at log2|R|); and whether beam search outputs the secret verbatim."
              "\n\nexample:\n  nmtfrag audit exposure --model adapted/ --canaries "
              "canaried/canaries.json --out audit/")
-    e.add_argument("--model", required=True, metavar="DIR",
-                   help="model dir in the WMT19 layout (model.pt, dicts, bpecodes)")
+    opt.add_model(e, "model dir in the WMT19 layout (model.pt, dicts, bpecodes)")
     e.add_argument("--canaries", required=True, metavar="FILE",
                    help="canaries.json written by `nmtfrag audit canaries insert`")
-    e.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    e.add_argument("--checkpoint", default=None, metavar="FILE",
-                   help="checkpoint file(s) in --model, ':'-separated (default: model*.pt)")
-    e.add_argument("--src-lang", default="de", metavar="LANG",
-                  help="source language code (default %(default)s)")
-    e.add_argument("--tgt-lang", default="en", metavar="LANG",
-                  help="target language code (default %(default)s)")
+    opt.add_out(e, "output directory")
+    opt.add_checkpoint(e, "checkpoint file(s) in --model, ':'-separated (default: "
+                          "model*.pt)", metavar="FILE")
+    opt.add_languages(e)
     e.add_argument("--enumerate-limit", type=ct.positive_int, default=10000, metavar="N",
                    help="score every candidate when |R| <= N (default: 10000)")
     e.add_argument("--samples", type=ct.positive_int, default=2000, metavar="N",
@@ -134,13 +141,13 @@ def add_arguments(p):
                    help="beam size for extraction (default: 5)")
     e.add_argument("--batch-size", type=ct.positive_int, default=256, metavar="N",
                    help="candidates scored per forward pass (default: 256)")
-    e.add_argument("--threads", type=ct.positive_int, default=None, metavar="N",
-                   help="torch CPU threads (default: torch's choice)")
-    e.add_argument("--seed", type=ct.seed, default=None,
-                   help="seed of the candidate sample (default: secret randomness)")
-    e.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
+    opt.add_threads(e)
+    opt.add_seed(e, "seed of the candidate sample (default: secret randomness)")
+    opt.add_overwrite(e)
     e.set_defaults(_audit_run=_run_exposure)
 
+
+def _add_membership(sub: argparse._SubParsersAction) -> None:
     mi = _sub(sub, "membership", "membership inference: does the model tell its training "
               "pairs from held-out ones?",
               "The loss-threshold membership-inference attack (Yeom et al. 2018): a pair is "
@@ -151,8 +158,7 @@ def add_arguments(p):
               "OUT/report.json and OUT/report.md.\n\nexample:\n  nmtfrag audit membership "
               "--model adapted/ --reference-model base/ --members train.de train.en "
               "--non-members heldout.de heldout.en --pretokenized --max-pairs 2000 --out mi/")
-    mi.add_argument("--model", required=True, metavar="DIR",
-                    help="model dir to attack (WMT19 layout)")
+    opt.add_model(mi, "model dir to attack (WMT19 layout)")
     mi.add_argument("--members", required=True, nargs="+", metavar="PATH",
                     help="pairs the model was trained on: a prefix (PREFIX.SRC, PREFIX.TGT) "
                          "or two files SRC TGT")
@@ -160,29 +166,25 @@ def add_arguments(p):
                     help="held-out pairs of the same kind the model never saw")
     mi.add_argument("--reference-model", metavar="DIR",
                     help="model for per-pair calibration (e.g. the generic base model)")
-    mi.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    mi.add_argument("--pretokenized", action="store_true",
-                    help="the pairs are Moses-tokenised, unescaped (like EMEA)")
+    opt.add_out(mi, "output directory")
+    opt.add_pretokenized(mi, "the pairs are Moses-tokenised, unescaped (like EMEA)")
     mi.add_argument("--max-pairs", type=ct.positive_int, default=2000, metavar="N",
                     help="score a uniform sample of at most N members and N non-members "
                          "(default 2000)")
-    mi.add_argument("--src-lang", default="de", metavar="LANG",
-                   help="source language code (default %(default)s)")
-    mi.add_argument("--tgt-lang", default="en", metavar="LANG",
-                   help="target language code (default %(default)s)")
-    mi.add_argument("--checkpoint", default=None, metavar="FILE",
-                    help="checkpoint file(s) in --model, ':'-separated (default: model*.pt)")
-    mi.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                    help="where the model scores the pairs (default %(default)s)")
+    opt.add_languages(mi)
+    opt.add_checkpoint(mi, "checkpoint file(s) in --model, ':'-separated (default: "
+                           "model*.pt)", metavar="FILE")
+    opt.add_device(mi, "where the model scores the pairs (default %(default)s)",
+                   default="cpu")
     mi.add_argument("--batch-size", type=ct.positive_int, default=64, metavar="N",
                     help="pairs scored per batch (default %(default)s)")
-    mi.add_argument("--threads", type=ct.positive_int, default=None, metavar="N",
-                    help="torch CPU threads (default: torch's choice)")
-    mi.add_argument("--seed", type=ct.seed, default=None,
-                    help="seed of the pair sample (default: secret randomness)")
-    mi.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
+    opt.add_threads(mi)
+    opt.add_seed(mi, "seed of the pair sample (default: secret randomness)")
+    opt.add_overwrite(mi)
     mi.set_defaults(_audit_run=_run_membership)
 
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:
     m = _sub(sub, "compare", "one report: BLEU x leakage x epsilon for every run",
              "Read a YAML list of runs (each with the paths of its `nmtfrag evaluate`, "
              "`nmtfrag audit reconstruct`, `nmtfrag audit exposure` reports and its ε where "
@@ -190,8 +192,8 @@ def add_arguments(p):
              "OUT/privacy_utility.png. See nmtfrag/audit/compare.py for the YAML format."
              "\n\nexample:\n  nmtfrag audit compare --runs runs.yaml --out comparison/")
     m.add_argument("--runs", required=True, metavar="YAML", help="list of runs")
-    m.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    m.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
+    opt.add_out(m, "output directory")
+    opt.add_overwrite(m)
     m.set_defaults(_audit_run=_run_compare)
 
 

@@ -5,7 +5,7 @@ gets exactly one output line, checked), BPE and <P>/</P> removed, Moses-detokeni
 SacreBLEU BLEU and chrF with their signatures, brevity penalty, length ratio and the
 average output vs reference length in tokens (Kim et al. 2021, Figure 3). With
 --baseline (an earlier evaluate output on the same test set): sacrebleu's paired
-bootstrap resampling against it. With --tokenized, SRC and REF are Moses-tokenised
+bootstrap resampling against it. With --pretokenized, SRC and REF are Moses-tokenised
 (like ../shared/data/indomain): the reference is detokenised before scoring, and the
 report says so. Writes OUT/hyp.txt, OUT/report.json, OUT/report.md (and
 OUT/lengths.png with --plot). With --engine ctranslate2 the model is converted once
@@ -14,40 +14,36 @@ the compute type and the translation time.
 
 examples:
   nmtfrag evaluate --model adapted/ --src test.de --ref test.en --out eval/
-  nmtfrag evaluate --model adapted/ --src test.de --ref test.en --tokenized \\
+  nmtfrag evaluate --model adapted/ --src test.de --ref test.en --pretokenized \\
       --out eval_ft/ --baseline eval_base/ --plot
   nmtfrag evaluate --hyp output.txt --src test.de --ref test.en --out eval/
   nmtfrag evaluate --model adapted/ --src test.de --ref test.en --out eval_ct2/ \\
       --engine ctranslate2 --compute-type int8 --threads 2
 """
+import argparse
+
+from .. import cli_options as opt
 from .. import cli_types as ct
-from .engine_options import add_engine_arguments, add_length_arguments
 
 HELP = "translate a test set and report SacreBLEU, chrF, lengths, significance"
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     io = p.add_argument_group("input and output")
-    io.add_argument("--model", metavar="DIR",
-                    help="model directory (WMT19 layout) to translate --src with")
+    opt.add_model(io, "model directory (WMT19 layout) to translate --src with",
+                  required=False)
     io.add_argument("--hyp", metavar="FILE",
                     help="score this detokenised output instead of translating")
-    io.add_argument("--checkpoint", metavar="NAME",
-                    help="checkpoint(s) in --model, colon-separated for an ensemble "
-                         "(default: model.pt, else model1.pt, model2.pt, …)")
+    opt.add_checkpoint(io, "checkpoint(s) in --model, colon-separated for an ensemble "
+                           "(default: model.pt, else model1.pt, model2.pt, …)")
     io.add_argument("--src", required=True, metavar="FILE", help="test source")
     io.add_argument("--ref", required=True, metavar="FILE",
                     help="reference translations, line-aligned with --src")
-    io.add_argument("--out", required=True, metavar="DIR",
-                    help="output directory (hyp.txt, report.json, report.md)")
-    io.add_argument("--src-lang", default="de", metavar="LANG",
-                   help="source language code (default %(default)s)")
-    io.add_argument("--tgt-lang", default="en", metavar="LANG",
-                   help="target language code (default %(default)s)")
-    io.add_argument("--tokenized", action="store_true",
-                    help="--src and --ref are Moses-tokenised (not escaped): detokenise "
-                         "the reference before scoring, re-run the model's pipeline on "
-                         "the detokenised source")
+    opt.add_out(io, "output directory (hyp.txt, report.json, report.md)")
+    opt.add_languages(io)
+    opt.add_pretokenized(io, "--src and --ref are Moses-tokenised (not escaped): "
+                             "detokenise the reference before scoring, re-run the model's "
+                             "pipeline on the detokenised source", dest="tokenized")
     io.add_argument("--first", type=ct.positive_int, default=None, metavar="N",
                     help="evaluate only the first N lines")
     io.add_argument("--baseline", metavar="DIR",
@@ -57,19 +53,8 @@ def add_arguments(p):
     io.add_argument("--plot", action="store_true",
                     help="write OUT/lengths.png (output vs reference length)")
     io.add_argument("--name", help="system name in the report (default: model dir name)")
-    io.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
-    g = p.add_argument_group("generation")
-    g.add_argument("--beam", type=ct.positive_int, default=5, help="beam size (default %(default)s)")
-    g.add_argument("--max-tokens", type=ct.positive_int, default=4000,
-                   help="source tokens per batch (default 4000)")
-    g.add_argument("--batch-size", type=ct.positive_int, default=None, help="sentences per batch")
-    g.add_argument("--device", choices=("cpu", "cuda"), default=None,
-                   help="default: cuda if available, else cpu")
-    g.add_argument("--fp16", action="store_true", help="fairseq on cuda: half precision")
-    g.add_argument("--threads", type=ct.positive_int, default=None,
-                   help="CPU threads (torch; and ctranslate2's, default torch's count)")
-    add_length_arguments(g)
-    add_engine_arguments(g)
+    opt.add_overwrite(io)
+    opt.add_decoding(p.add_argument_group("generation"))
 
 
 def run(args):

@@ -18,35 +18,43 @@ example:
   nmtfrag extract --src train.de --tgt train.en --out release/ \\
       --max-len 4 --sample-rate 0.5 --tag
 """
+import argparse
+
+from .. import cli_options as opt
 from .. import cli_types as ct
 
 HELP = "build a release of shuffled, subsampled phrase pairs from a parallel corpus"
 
 
-def add_arguments(p):
-    io = p.add_argument_group("input and output")
-    io.add_argument("--src", metavar="FILE",
-                    help="source side, one sentence per line, UTF-8 (never modified)")
-    io.add_argument("--tgt", metavar="FILE",
-                    help="target side, line-aligned with --src")
-    from ..tmx import add_tmx_arguments
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    _add_input_output(p.add_argument_group("input and output"))
+    _add_alignment(p.add_argument_group("alignment"))
+    _add_phrase_pairs(p.add_argument_group("phrase pairs"))
+    _add_dp(p.add_argument_group(
+        "differential privacy (a release with an (ε, δ) guarantee)",
+        "With --dp the released pairs are chosen by a DP set union instead of sampling: "
+        "each unit (sentence pair or document) contributes at most --unit-cap of its "
+        "distinct phrase pairs, their unit counts get Gaussian noise, and only pairs "
+        "whose noisy count clears a threshold are released. A pair only one unit holds "
+        "is released with probability at most δ/2 in all. OUT/privacy.json is the "
+        "certificate (`nmtfrag privacy OUT`)."))
+    _add_files(p.add_argument_group("files"))
 
-    add_tmx_arguments(io, "for --privacy-unit document, instead of --documents")
-    io.add_argument("--out", required=True, metavar="DIR",
-                    help="release directory to create (refused if it holds a finished "
-                         "release, unless --overwrite)")
-    io.add_argument("--src-lang", default="de", metavar="LANG",
-                    help="source language code, used by the tokenizer and to name "
-                         "phrases.LANG (default: de)")
-    io.add_argument("--tgt-lang", default="en", metavar="LANG",
-                    help="target language code (default: en)")
-    io.add_argument("--pretokenized", action="store_true",
-                    help="input is already Moses-tokenised: split on whitespace instead "
-                         "of tokenising with sacremoses as fairseq's WMT19 hub does")
-    io.add_argument("--overwrite", action="store_true",
-                    help="replace a finished release in --out")
 
-    al = p.add_argument_group("alignment")
+def _add_input_output(io: opt.OptionGroup) -> None:
+    opt.add_parallel_files(io, "source side, one sentence per line, UTF-8 (never modified)",
+                           "target side, line-aligned with --src")
+    opt.add_tmx(io, "for --privacy-unit document, instead of --documents")
+    opt.add_out(io, "release directory to create (refused if it holds a finished release, "
+                    "unless --overwrite)")
+    opt.add_languages(io, "used by the tokenizer and to name phrases.LANG")
+    opt.add_pretokenized(io, "input is already Moses-tokenised: split on whitespace "
+                             "instead of tokenising with sacremoses as fairseq's WMT19 hub "
+                             "does")
+    opt.add_overwrite(io, "replace a finished release in --out")
+
+
+def _add_alignment(al: opt.OptionGroup) -> None:
     al.add_argument("--symmetrize", default="union",
                     choices=["union", "intersection", "grow-diag-final-and"],
                     help="how the forward and reverse alignments are combined "
@@ -70,7 +78,8 @@ def add_arguments(p):
                          "learned into DIR on first use and reused after "
                          "(`nmtfrag align-model` learns one)")
 
-    ph = p.add_argument_group("phrase pairs")
+
+def _add_phrase_pairs(ph: opt.OptionGroup) -> None:
     ph.add_argument("--max-len", type=ct.positive_int, default=4, metavar="N",
                     help="maximum words on each side of a phrase pair (default: 4)")
     ph.add_argument("--min-len", type=ct.positive_int, default=1, metavar="N",
@@ -85,35 +94,24 @@ def add_arguments(p):
     ph.add_argument("--tag", action="store_true",
                     help="wrap each side as '<P> ... </P>' (separate tokens); input "
                          "that already holds the token <P> or </P> is refused")
-    ph.add_argument("--seed", type=ct.seed, default=None, metavar="N",
-                    help="make the release reproducible: with the same alignment it is "
-                         "identical byte for byte. NOT private: whoever learns the seed "
-                         "can undo the shuffle; it is written only to OUT/owner/ and the "
-                         "release manifest says 'not private' (default: secret randomness "
-                         "from the operating system)")
+    opt.add_seed(ph, "make the release reproducible: with the same alignment it is "
+                     "identical byte for byte. NOT private: whoever learns the seed can "
+                     "undo the shuffle; it is written only to OUT/owner/ and the release "
+                     "manifest says 'not private' (default: secret randomness from the "
+                     "operating system)")
 
-    dp = p.add_argument_group(
-        "differential privacy (a release with an (ε, δ) guarantee)",
-        "With --dp the released pairs are chosen by a DP set union instead of sampling: "
-        "each unit (sentence pair or document) contributes at most --unit-cap of its "
-        "distinct phrase pairs, their unit counts get Gaussian noise, and only pairs "
-        "whose noisy count clears a threshold are released. A pair only one unit holds "
-        "is released with probability at most δ/2 in all. OUT/privacy.json is the "
-        "certificate (`nmtfrag privacy OUT`).")
-    dp.add_argument("--dp", action="store_true", help="release with an (ε, δ) guarantee")
-    dp.add_argument("--epsilon", type=ct.epsilon, default=None, metavar="E",
-                    help="ε of the guarantee (required with --dp)")
-    dp.add_argument("--delta", type=ct.probability, default=None, metavar="D",
-                    help="δ of the guarantee, below 1/(number of units) (required with "
-                         "--dp); half goes to the noise, half to the threshold")
+
+def _add_dp(dp: opt.OptionGroup) -> None:
+    opt.add_dp(dp, "release with an (ε, δ) guarantee")
+    opt.add_epsilon(dp, "ε of the guarantee (required with --dp)")
+    opt.add_delta(dp, "δ of the guarantee, below 1/(number of units) (required with "
+                      "--dp); half goes to the noise, half to the threshold")
     dp.add_argument("--unit-cap", type=ct.positive_int, default=16, metavar="K",
                     help="distinct phrase pairs counted per unit at most (a random subset "
                          "when it has more); noise grows with √K (default 16)")
-    dp.add_argument("--privacy-unit", choices=("sentence", "document"), default="sentence",
-                    help="what one guarantee protects (default: sentence, i.e. one "
-                         "sentence pair)")
-    dp.add_argument("--documents", metavar="FILE",
-                    help="one document id per input line (with --privacy-unit document; "
+    opt.add_privacy_unit(dp, "what one guarantee protects (default: sentence, i.e. one "
+                             "sentence pair)",
+                         "one document id per input line (with --privacy-unit document; "
                          "`nmtfrag split` writes one)")
     dp.add_argument("--dp-repeat", choices=("count", "once"), default=None,
                     help="write each released pair round(noisy count) times, keeping "
@@ -126,7 +124,8 @@ def add_arguments(p):
                          "al.'s Policy Gaussian (sensitivity 1, budget spent on rare "
                          "pairs: ~1.6× the distinct pairs on EMEA, no frequencies)")
 
-    wk = p.add_argument_group("files")
+
+def _add_files(wk: opt.OptionGroup) -> None:
     wk.add_argument("--keep-alignments", action="store_true",
                     help="also write OUT/phrases.extract (Moses extract format "
                          "'src ||| tgt ||| i-j ...' of the released pairs) and "
@@ -134,9 +133,8 @@ def add_arguments(p):
                          "reproduce the release with --alignments and --seed)")
     wk.add_argument("--work-dir", metavar="DIR",
                     help="parent of the private temporary directory (default: system temp)")
-    wk.add_argument("--keep-work", action="store_true",
-                    help="keep the private work dir (it holds the full tokenised corpus)")
-    wk.add_argument("-v", "--verbose", action="store_true", help="show eflomal's progress")
+    opt.add_keep_work(wk, "keep the private work dir (it holds the full tokenised corpus)")
+    opt.add_verbose(wk, "show eflomal's progress")
 
 
 def run(args):

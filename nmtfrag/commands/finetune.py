@@ -16,60 +16,61 @@ examples:
       --valid-src valid.de --valid-tgt valid.en --out adapted/ --max-epochs 3
   nmtfrag finetune ... --out adapted/ --resume      # continue a killed run
 """
+import argparse
+
+from .. import cli_options as opt
 from .. import cli_types as ct
 from ..dp import cli_args as dp_cli
 
 HELP = "fine-tune a WMT19-format model on a release or parallel files (fairseq)"
 
 
-def add_arguments(p):
-    io = p.add_argument_group("input and output")
-    io.add_argument("--model", required=True, metavar="DIR",
-                    help="model directory in the WMT19 release layout (model.pt or "
-                         "model1.pt…, dict.SRC.txt, dict.TGT.txt, bpecodes)")
-    io.add_argument("--checkpoint", metavar="NAME",
-                    help="checkpoint file in --model to adapt (default: model.pt, else "
-                         "model1.pt, the first member of an ensemble; name model2.pt … to "
-                         "adapt another member: one member per run)")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    _add_input_output(p.add_argument_group("input and output"))
+    tr = p.add_argument_group("training (defaults: Kim et al. 2021)")
+    _add_training(tr)
+    dp_cli.add_trainable_arguments(tr)
+    dp_cli.add_arguments(p)
+
+
+def _add_input_output(io: opt.OptionGroup) -> None:
+    opt.add_model(io, "model directory in the WMT19 release layout (model.pt or "
+                      "model1.pt…, dict.SRC.txt, dict.TGT.txt, bpecodes)")
+    opt.add_checkpoint(io, "checkpoint file in --model to adapt (default: model.pt, else "
+                           "model1.pt, the first member of an ensemble; name model2.pt … "
+                           "to adapt another member: one member per run)")
     io.add_argument("--train", nargs="+", metavar="PATH",
                     help="a release directory (phrases.SRC/phrases.TGT + manifest.json), "
                          "a file prefix (PREFIX.SRC, PREFIX.TGT), two files SRC TGT, or "
                          "a translation memory FILE.tmx[.gz] (as --tmx)")
-    from ..tmx import add_tmx_arguments
-
-    add_tmx_arguments(io, "for --dp --privacy-unit document, instead of --documents")
+    opt.add_tmx(io, "for --dp --privacy-unit document, instead of --documents",
+                instead_of="--train")
     io.add_argument("--valid-src", required=True, metavar="FILE",
                     help="full-sentence validation source (early stopping)")
     io.add_argument("--valid-tgt", required=True, metavar="FILE",
                     help="validation target, line-aligned with --valid-src")
-    io.add_argument("--out", required=True, metavar="DIR",
-                    help="output model directory (refused if it holds a finished run, "
-                         "unless --overwrite)")
-    io.add_argument("--src-lang", default="de", metavar="LANG",
-                   help="source language code (default %(default)s)")
-    io.add_argument("--tgt-lang", default="en", metavar="LANG",
-                   help="target language code (default %(default)s)")
-    io.add_argument("--pretokenized", action="store_true",
-                    help="plain --train files and the validation files are "
-                         "Moses-tokenised but not escaped (like EMEA): they are "
-                         "detokenised and re-tokenised with the model's hub pipeline. "
-                         "A release's own manifest decides for the release.")
+    opt.add_out(io, "output model directory (refused if it holds a finished run, unless "
+                    "--overwrite)")
+    opt.add_languages(io)
+    opt.add_pretokenized(io, "plain --train files and the validation files are "
+                             "Moses-tokenised but not escaped (like EMEA): they are "
+                             "detokenised and re-tokenised with the model's hub pipeline. "
+                             "A release's own manifest decides for the release.")
     io.add_argument("--tags", action="store_true",
                     help="add <P> and </P> to the dictionaries (growing the embeddings). "
                          "Default: only when the training data holds them; under --dp only "
                          "this flag decides (the model's shape must not reveal the data)")
-    io.add_argument("--overwrite", action="store_true",
-                    help="replace a finished or interrupted run in --out")
+    opt.add_overwrite(io, "replace a finished or interrupted run in --out")
     io.add_argument("--resume", action="store_true",
                     help="continue an interrupted run in --out from its last checkpoint "
                          "(with --dp: from its last saved state, see --dp-save-every; the "
                          "same settings are required)")
-    io.add_argument("--keep-work", action="store_true",
-                    help="keep OUT/.work (subword text and binaries of the training data)")
+    opt.add_keep_work(io, "keep OUT/.work (subword text and binaries of the training data)")
     io.add_argument("--keep-checkpoints", action="store_true",
                     help="keep OUT/checkpoints (with optimizer state)")
 
-    tr = p.add_argument_group("training (defaults: Kim et al. 2021)")
+
+def _add_training(tr: opt.OptionGroup) -> None:
     tr.add_argument("--lr", type=ct.positive_float, default=0.000175,
                     help="learning rate, constant after warmup (default 0.000175, "
                          "WMT19's divided by 4)")
@@ -87,33 +88,30 @@ def add_arguments(p):
     tr.add_argument("--update-freq", type=ct.positive_int, default=1,
                     help="batches accumulated per update (default 1)")
     tr.add_argument("--max-updates", "--max-update", dest="max_updates", type=ct.positive_int,
-                    default=None, help="stop after N updates")
+                    default=None, metavar="N", help="stop after N updates"
+                    + opt.also_spelled("--max-update", "fairseq's spelling"))
     tr.add_argument("--max-epochs", "--max-epoch", dest="max_epoch", type=ct.positive_int,
-                    default=None, help="stop after N epochs")
+                    default=None, metavar="N", help="stop after N epochs"
+                    + opt.also_spelled("--max-epoch", "fairseq's spelling"))
     tr.add_argument("--patience", type=ct.int_at_least(-1), default=5,
                     help="stop when the validation loss has not improved for N "
                          "validations (default 5; -1 disables)")
     tr.add_argument("--validate-every", type=ct.positive_int, default=None, metavar="UPDATES",
                     help="validate (and save) every N updates; default: every epoch")
-    tr.add_argument("--seed", type=ct.seed, default=None,
-                    help="seed of fairseq training (default 1). With --dp it also seeds "
-                         "Poisson sampling and noise, which are otherwise drawn from the "
-                         "OS's cryptographic source: a seeded DP run is reproducible but "
-                         "NOT private, and is marked so")
-    tr.add_argument("--device", choices=("cpu", "cuda"), default=None,
-                    help="default: cuda if available, else cpu")
+    opt.add_seed(tr, "seed of fairseq training (default 1). With --dp it also seeds Poisson "
+                     "sampling and noise, which are otherwise drawn from the OS's "
+                     "cryptographic source: a seeded DP run is reproducible but NOT "
+                     "private, and is marked so")
+    opt.add_device(tr)
     tr.add_argument("--gpus", type=ct.positive_int, default=1,
                     help="GPUs for fairseq's distributed data-parallel training "
                          "(default %(default)s)")
     tr.add_argument("--fp16", action="store_true", help="mixed precision (CUDA only)")
-    tr.add_argument("--threads", type=ct.positive_int, default=None,
-                    help="torch CPU threads (default: torch's choice)")
+    opt.add_threads(tr)
     tr.add_argument("--log-interval", type=ct.positive_int, default=50, metavar="N",
                     help="log a loss line every N updates (default %(default)s)")
     tr.add_argument("-q", "--quiet", action="store_true",
                     help="only warnings on the console (train.log keeps everything)")
-    dp_cli.add_trainable_arguments(tr)
-    dp_cli.add_arguments(p)
 
 
 def run(args):

@@ -23,10 +23,14 @@ files of one directory into one document.
 example:
   nmtfrag opus2tsv --recipe corpora/EMEA/recipe --opus-dir ~/opus --out EMEA.docs.tsv
 """
+import argparse
+
+from .. import cli_options as opt
+
 HELP = "convert OPUS Moses/XCES downloads or TMX to the doc_id/src/tgt TSV of `split`"
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_argument_group("input (exactly one form)")
     src.add_argument("--recipe", metavar="FILE",
                      help="a corpora/<DOMAIN>/recipe file (with --opus-dir)")
@@ -42,14 +46,10 @@ def add_arguments(p):
                      help="source-language document XML for --xces (e.g. de.zip)")
     src.add_argument("--tgt-docs", metavar="DIR|ZIP",
                      help="target-language document XML for --xces (e.g. en.zip)")
-    src.add_argument("--tmx", metavar="FILE", help="a TMX file (.tmx or .tmx.gz)")
-    src.add_argument("--doc-prop", metavar="NAME",
-                     help="for --tmx: the <prop type> naming each unit's document")
-    p.add_argument("--out", required=True, metavar="TSV", help="TSV file to write")
-    p.add_argument("--src-lang", default="de", metavar="LANG",
-                   help="source language (for --tmx; default: de)")
-    p.add_argument("--tgt-lang", default="en", metavar="LANG",
-                   help="target language (for --tmx; default: en)")
+    opt.add_tmx(src, "becomes the doc_id column", instead_of="--recipe/--moses/--xces",
+                doc_prop_dest="doc_prop")
+    opt.add_out(p, "TSV file to write", metavar="TSV")
+    opt.add_languages(p, "for --tmx")
     p.add_argument("--doc-key", choices=["src", "tgt", "pair"], default=None,
                    help="which document path identifies a document (default: src, or "
                         "the recipe's DOC_KEY)")

@@ -12,14 +12,14 @@ they are not composable, and exits 2.
 
 `nmtfrag privacy --noise-multiplier σ --sample-rate q --steps T --delta δ --n-examples n`
 prints ε for a plan before any training (δ must lie in (0, 1/n)); with
-`--target-epsilon ε` instead of `--noise-multiplier`, prints the σ that reaches it.
+`--epsilon ε` instead of `--noise-multiplier`, prints the σ that reaches it.
 `--batch-schedule` instead of `--sample-rate` plans an increasing batch-size schedule
 (steps composed segment by segment).
 
 examples:
   nmtfrag privacy dp_model/
   nmtfrag privacy --noise-multiplier 1.0 --sample-rate 0.01 --steps 1000 --delta 1e-5 --n-examples 10000
-  nmtfrag privacy --target-epsilon 3 --sample-rate 0.01 --steps 1000 --delta 1e-5 --n-examples 10000 --accountant prv
+  nmtfrag privacy --epsilon 3 --sample-rate 0.01 --steps 1000 --delta 1e-5 --n-examples 10000 --accountant prv
 
 The certificate is read and checked by nmtfrag.dp.certificate (read_certificate,
 plan_epsilon); this command parses and prints.
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from .. import cli_options as opt
 from .. import cli_types as ct
 
 HELP = "print ε for a DP model directory or a DP-SGD plan (or σ for a target ε)"
@@ -38,26 +39,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", nargs="?", metavar="DIR",
                    help="a model directory trained with `nmtfrag finetune --dp`, or a "
                         "release made with `nmtfrag extract --dp`")
-    p.add_argument("--noise-multiplier", type=ct.positive_float, metavar="SIGMA",
-                   help="noise std / clipping norm of each step")
-    p.add_argument("--target-epsilon", type=ct.epsilon, metavar="EPS",
-                   help="print the noise multiplier that reaches this ε")
-    p.add_argument("--sample-rate", type=ct.rate, metavar="Q",
-                   help="Poisson sampling rate of each step (logical batch / examples)")
+    opt.add_noise_multiplier(p, "noise std / clipping norm of each step")
+    opt.add_epsilon(p, "print the noise multiplier that reaches this ε",
+                    dest="target_epsilon")
+    opt.add_sampling_rate(p, "Poisson sampling rate of each step (logical batch / "
+                             "examples)")
     p.add_argument("--steps", type=ct.positive_int, metavar="T", help="number of noisy steps")
-    p.add_argument("--batch-schedule", metavar="SCHED",
-                   help='"SIZE:FROM_STEP,…" logical batch schedule (with --n-examples, '
-                        "instead of --sample-rate)")
+    opt.add_batch_schedule(p, '"SIZE:FROM_STEP,…" logical batch schedule (with '
+                              "--n-examples, instead of --sample-rate)")
     p.add_argument("--n-examples", type=ct.positive_int, metavar="N",
                    help="training examples (privacy units) of the plan (required: δ must "
                         "be below 1/N)")
-    p.add_argument("--delta", type=ct.probability, metavar="DELTA",
-                   help="δ of the guarantee, in (0, 1/N)")
+    opt.add_delta(p, "δ of the guarantee, in (0, 1/N)")
     p.add_argument("--shards", type=ct.positive_int, default=1, metavar="P",
                    help="devices each adding their own noise (accounted as σ√P; "
                         "default %(default)s)")
-    p.add_argument("--accountant", choices=("rdp", "prv"), default="rdp",
-                   help="accountant for the headline figure (default rdp)")
+    opt.add_accountant(p, "accountant for the headline figure (default rdp)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 

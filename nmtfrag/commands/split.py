@@ -21,47 +21,45 @@ example:
       --out corpora/EMEA
   nmtfrag split --tmx memory.tmx.gz --tmx-doc-prop x-document --out split/
 """
-from .. import cli_types as ct
+from __future__ import annotations
+
+import argparse
+
+from .. import cli_options as opt
 
 HELP = "split a doc_id/src/tgt TSV into train/valid/test by whole documents"
 
 
-def _size(text):
+def _size(text: str) -> int | None:
+    """--train: a number of pairs ≥ 0, or 'all' (None)."""
     if text == "all":
         return None
     try:
         value = int(text)
     except ValueError:
-        import argparse
         raise argparse.ArgumentTypeError(f"expected a number of pairs or 'all', "
                                          f"got {text!r}") from None
     if value < 0:
-        import argparse
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
 
 
-def _count(text):
+def _count(text: str) -> int:
+    """--valid, --test: a number of pairs ≥ 0."""
     value = _size(text)
     if value is None:
-        import argparse
         raise argparse.ArgumentTypeError("'all' is only allowed for --train")
     return value
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--docs", metavar="TSV",
                    help="input: one pair per line, 'doc_id<TAB>src<TAB>tgt', UTF-8 "
                         "(never modified)")
-    p.add_argument("--tmx", metavar="FILE",
-                   help="input: a translation memory (.tmx or .tmx.gz) instead of --docs; "
-                        "languages from --src-lang/--tgt-lang (nmtfrag.tmx)")
-    p.add_argument("--tmx-doc-prop", metavar="NAME",
-                   help="with --tmx (required): the <prop type=\"NAME\"> (or <tu> "
-                        "attribute) naming each unit's document")
-    p.add_argument("--out", required=True, metavar="DIR",
-                   help="output directory (refused if it holds a finished split, unless "
-                        "--overwrite)")
+    opt.add_tmx(p, "required with --tmx: documents are what split keeps together",
+                instead_of="--docs")
+    opt.add_out(p, "output directory (refused if it holds a finished split, unless "
+                   "--overwrite)")
     p.add_argument("--train", type=_size, default=10000, metavar="N",
                    help="train pairs, or 'all' for every remaining document "
                         "(default: 10000, as in the paper)")
@@ -69,9 +67,8 @@ def add_arguments(p):
                    help="validation pairs (default: 150)")
     p.add_argument("--test", type=_count, default=2000, metavar="N",
                    help="test pairs (default: 2000)")
-    p.add_argument("--seed", type=ct.seed, default=1,
-                   help="seed for shuffling the documents (default: 1); the same seed "
-                        "and TSV give identical files")
+    opt.add_seed(p, "seed for shuffling the documents (default: 1); the same seed and TSV "
+                    "give identical files", default=1)
     p.add_argument("--overflow", choices=["cut", "whole", "skip"], default="cut",
                    help="what happens to a document that would overflow a split "
                         "(default: cut; see above)")
@@ -79,12 +76,8 @@ def add_arguments(p):
                    help="remove pairs that also occur in train from test (default), "
                         "from valid and test, or from neither; removed pairs are "
                         "replaced from unused documents when there are any")
-    p.add_argument("--src-lang", default="de", metavar="LANG",
-                   help="source language code, names the files (default: de)")
-    p.add_argument("--tgt-lang", default="en", metavar="LANG",
-                   help="target language code (default: en)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace a finished split in --out")
+    opt.add_languages(p, "names the files")
+    opt.add_overwrite(p, "replace a finished split in --out")
 
 
 def run(args):

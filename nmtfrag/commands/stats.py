@@ -7,7 +7,7 @@ DIR/manifest.json. Several corpora go into one report: repeat --src/--tgt (and -
 or give --dir for a directory holding train/valid/test.<src-lang>/<tgt-lang>.
 
 Tokens are whitespace-separated units as the files stand (right for Moses-tokenised data
-such as the paper's splits); --tokenize Moses-tokenises raw text first, as fairseq's WMT19
+such as the paper's splits); --raw-text Moses-tokenises raw text first, as fairseq's WMT19
 hub interface does.
 
 Data checks, for every corpus: targets that contain their source copied, all-caps
@@ -22,10 +22,14 @@ examples:
   nmtfrag stats --release runs/compare/EMEA/rel-dp-release
   nmtfrag stats --dir data/indomain/EMEA --dir data/indomain/GNOME --out stats/
 """
+import argparse
+
+from .. import cli_options as opt
+
 HELP = "sentence, token, type and length statistics of parallel corpora (Markdown, JSON)"
 
 
-def add_arguments(p):
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--src", action="append", default=[], metavar="FILE",
                    help="source side of a corpus (repeat for several corpora)")
     p.add_argument("--tgt", action="append", default=[], metavar="FILE",
@@ -46,18 +50,13 @@ def add_arguments(p):
     p.add_argument("--warn", action="store_true",
                    help="print only `warning:` lines for the data checks that found "
                         "something (nothing else)")
-    p.add_argument("--src-lang", default="de", metavar="LANG",
-                   help="source language code (file suffix for --dir, tokenizer; "
-                        "default: de)")
-    p.add_argument("--tgt-lang", default="en", metavar="LANG",
-                   help="target language code (default: en)")
-    p.add_argument("--tokenize", action="store_true",
-                   help="Moses-tokenise each line (as fairseq's WMT19 hub does) before "
-                        "counting; default: count whitespace-separated tokens as given")
-    p.add_argument("--out", metavar="DIR",
-                   help="also write DIR/report.md, DIR/report.json and DIR/manifest.json")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace a finished report in --out")
+    opt.add_languages(p, "file suffix for --dir, tokenizer")
+    opt.add_raw_text(p, "the input is raw text: Moses-tokenise each line (as fairseq's "
+                        "WMT19 hub does) before counting; default: count "
+                        "whitespace-separated tokens as given")
+    opt.add_out(p, "also write DIR/report.md, DIR/report.json and DIR/manifest.json",
+                required=False)
+    opt.add_overwrite(p, "replace a finished report in --out")
 
 
 def run(args):

@@ -1,7 +1,7 @@
 """Translate text from stdin (or --input) to stdout with a model directory.
 
 One output line per input line, in order (checked). Input is raw text unless
---tokenized (Moses-tokenised, not escaped). Batched through fairseq's generation, or
+--pretokenized (Moses-tokenised, not escaped). Batched through fairseq's generation, or
 with --engine ctranslate2 through CTranslate2 (the model is converted once and cached,
 see --ct2-cache). A progress bar shows on a terminal (stderr).
 
@@ -10,35 +10,20 @@ examples:
   nmtfrag translate --model adapted/ --input test.de --engine ctranslate2 \\
       --compute-type int8 --threads 2 > test.hyp
 """
-from .. import cli_types as ct
-from .engine_options import add_engine_arguments, add_length_arguments
+import argparse
+
+from .. import cli_options as opt
 
 HELP = "translate stdin to stdout with a model directory (ad-hoc use)"
 
 
-def add_arguments(p):
-    p.add_argument("--model", required=True, metavar="DIR",
-                   help="model directory (WMT19 layout)")
-    p.add_argument("--checkpoint", metavar="NAME",
-                   help="checkpoint(s) in --model, colon-separated for an ensemble")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    opt.add_model(p, "model directory (WMT19 layout)")
+    opt.add_checkpoint(p, "checkpoint(s) in --model, colon-separated for an ensemble")
     p.add_argument("--input", metavar="FILE", help="read this file instead of stdin")
-    p.add_argument("--src-lang", default="de", metavar="LANG",
-                  help="source language code (default %(default)s)")
-    p.add_argument("--tgt-lang", default="en", metavar="LANG",
-                  help="target language code (default %(default)s)")
-    p.add_argument("--tokenized", action="store_true",
-                   help="input is Moses-tokenised (not escaped)")
-    p.add_argument("--beam", type=ct.positive_int, default=5, help="beam size (default 5)")
-    p.add_argument("--max-tokens", type=ct.positive_int, default=4000,
-                   help="source tokens per batch (default 4000)")
-    p.add_argument("--batch-size", type=ct.positive_int, default=None, help="sentences per batch")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
-                   help="default: cuda if available, else cpu")
-    p.add_argument("--fp16", action="store_true", help="fairseq on cuda: half precision")
-    p.add_argument("--threads", type=ct.positive_int, default=None,
-                   help="CPU threads (torch; and ctranslate2's, default torch's count)")
-    add_length_arguments(p)
-    add_engine_arguments(p)
+    opt.add_languages(p)
+    opt.add_pretokenized(p, "input is Moses-tokenised (not escaped)", dest="tokenized")
+    opt.add_decoding(p)
 
 
 def _refuse_control(lines):

@@ -25,37 +25,30 @@ from __future__ import annotations
 
 import argparse
 
+from .. import cli_options as opt
 from .. import cli_types as ct
 
 HELP = "learn a DP vocabulary (noisy thresholded histogram → BPE codes, ε_V)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dp", action="store_true", required=True,
-                   help="differentially private vocabulary (required; the only mode)")
-    p.add_argument("--src", metavar="FILE", help="source side (never modified)")
-    p.add_argument("--tgt", metavar="FILE", help="target side, line-aligned")
-    p.add_argument("--src-lang", default="de", metavar="LANG",
-                  help="source language code (default %(default)s)")
-    p.add_argument("--tgt-lang", default="en", metavar="LANG",
-                  help="target language code (default %(default)s)")
-    from ..tmx import add_tmx_arguments
-
-    add_tmx_arguments(p, "not used by the vocabulary")
-    p.add_argument("--pretokenized", action="store_true",
-                   help="input is already Moses-tokenised (else tokenised like fairseq's "
-                        "WMT19 hub)")
-    p.add_argument("--out", required=True, metavar="DIR",
-                   help="output directory (or, with --extend, the extended model dir)")
-    p.add_argument("--sigma", type=ct.positive_float, required=True, help="noise std σ of each count")
-    p.add_argument("--delta", type=ct.probability, default=None, required=True,
-                   help="δ (required): threshold tail δ/N per word; total δ_V = 2δ")
+    opt.add_dp(p, "differentially private vocabulary (required; the only mode)",
+               required=True)
+    opt.add_parallel_files(p, "source side (never modified)", "target side, line-aligned")
+    opt.add_languages(p)
+    opt.add_tmx(p, "not used by the vocabulary")
+    opt.add_pretokenized(p, "input is already Moses-tokenised (else tokenised like "
+                            "fairseq's WMT19 hub)")
+    opt.add_out(p, "output directory (or, with --extend, the extended model dir)")
+    p.add_argument("--sigma", type=ct.positive_float, required=True,
+                   help="noise std σ of each count")
+    opt.add_delta(p, "δ (required): threshold tail δ/N per word; total δ_V = 2δ",
+                  required=True)
     p.add_argument("--tuple-len", type=ct.positive_int, default=256, metavar="N",
                    help="distinct words counted per sentence pair at most (default 256)")
-    p.add_argument("--dedup", action="store_true",
-                   help="count each distinct sentence pair once: the unit becomes one "
-                        "distinct pair (without it a pair repeated k times is protected "
-                        "only as a group of k)")
+    opt.add_dedup(p, "count each distinct sentence pair once: the unit becomes one "
+                     "distinct pair (without it a pair repeated k times is protected "
+                     "only as a group of k)")
     p.add_argument("--merges", type=ct.nonnegative_int, default=8000,
                    help="BPE merges to learn (default 8000)")
     p.add_argument("--min-frequency", type=ct.positive_int, default=2,
@@ -68,11 +61,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-new-words", type=ct.positive_int, default=1000,
                    help="with --extend: at most this many new words, most frequent first "
                         "(default %(default)s)")
-    p.add_argument("--seed", type=ct.seed, default=None,
-                   help="seed the noise: reproducible but NOT private (the output says "
-                        "so; the seed goes only to OUT/owner/). Default: secret "
-                        "randomness from the operating system")
-    p.add_argument("--overwrite", action="store_true", help="replace a finished OUT")
+    opt.add_seed(p, "seed the noise: reproducible but NOT private (the output says so; the "
+                    "seed goes only to OUT/owner/). Default: secret randomness from the "
+                    "operating system")
+    opt.add_overwrite(p)
 
 
 def run(args: argparse.Namespace) -> int:

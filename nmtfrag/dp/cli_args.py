@@ -7,62 +7,94 @@ torch/opacus are imported inside the engine.
 """
 from __future__ import annotations
 
+import argparse
 from typing import TYPE_CHECKING
 
+from .. import cli_options as opt
 from .. import cli_types as ct
 from ..errors import InputError
-from ..trainable import CHOICES, LORA_DEFAULT_MODULES, TrainableSet
+from ..lora_targets import LORA_DEFAULT_MODULES
+from ..trainable import CHOICES, TrainableSet
 
 if TYPE_CHECKING:
     from .engine import DPConfig
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group(
         "differential privacy (DP-SGD)",
         "With --dp, training uses per-example clipping, Gaussian noise and Poisson "
         "sampling of logical batches (see `nmtfrag privacy` to plan ε before "
         "training); the certificate goes to OUT/privacy.json and OUT/manifest.json.")
-    g.add_argument("--dp", action="store_true",
-                   help="train with DP-SGD (requires --delta, one of --sample-rate / "
-                        "--logical-batch / --batch-schedule, and one of "
-                        "--target-epsilon / --noise-multiplier; --noise-multiplier only "
-                        "with --sample-rate)")
-    g.add_argument("--target-epsilon", type=ct.epsilon, default=None,
-                   help="calibrate the noise multiplier so that training reaches this ε "
-                        "at --delta")
-    g.add_argument("--noise-multiplier", type=ct.positive_float, default=None,
-                   help="noise std / max-grad-norm (σ); alternative to --target-epsilon")
-    g.add_argument("--delta", type=ct.probability, default=None,
-                   help="δ of the (ε, δ) guarantee; should be < 1/(number of training "
-                        "examples)")
+    _add_guarantee(g)
+    _add_batches(g)
+    _add_units(g)
+    _add_recipe(g)
+
+
+def _add_guarantee(g: opt.OptionGroup) -> None:
+    """--dp and the (ε, δ) it is calibrated to; the clipping norm; the accountant."""
+    opt.add_dp(g, "train with DP-SGD (requires --delta, one of --sample-rate / "
+                  "--logical-batch / --batch-schedule, and one of --epsilon / "
+                  "--noise-multiplier; --noise-multiplier only with --sample-rate)")
+    opt.add_epsilon(g, "calibrate the noise multiplier so that training reaches this ε at "
+                       "--delta", dest="target_epsilon")
+    opt.add_noise_multiplier(g, "noise std / max-grad-norm (σ); alternative to --epsilon")
+    opt.add_delta(g, "δ of the (ε, δ) guarantee; should be < 1/(number of training "
+                     "examples)")
     g.add_argument("--max-grad-norm", type=ct.positive_float, default=1.0,
                    help="per-example gradient clipping norm C (default 1.0)")
+    opt.add_accountant(g, "privacy accountant used for calibration and the certificate "
+                          "(default rdp; the other one is reported as a cross-check)")
+
+
+def _add_batches(g: opt.OptionGroup) -> None:
+    """How noisy steps are sampled and how many there are."""
     g.add_argument("--logical-batch", type=ct.positive_int, default=None,
                    help="expected examples per noisy step (Poisson sampling rate = "
                         "logical batch / training examples)")
-    g.add_argument("--sample-rate", type=ct.rate, default=None, metavar="Q",
-                   help="public Poisson sampling rate of every noisy step, in (0, 1]; "
-                        "instead of --logical-batch/--batch-schedule. The rate is fixed "
-                        "in advance (no unit count needed for it; --max-epochs E gives "
-                        "ceil(E/Q) steps), so the DP unit count and the training compose "
-                        "by RDP and --noise-multiplier is allowed. With a logical batch "
-                        "q = B/ñ comes from the DP count ñ: only --target-epsilon, "
-                        "certified by basic composition (ε_count + ε_train)")
+    opt.add_sampling_rate(g, "public Poisson sampling rate of every noisy step, in (0, 1]; "
+                             "instead of --logical-batch/--batch-schedule. The rate is "
+                             "fixed in advance (no unit count needed for it; --max-epochs "
+                             "E gives ceil(E/Q) steps), so the DP unit count and the "
+                             "training compose by RDP and --noise-multiplier is allowed. "
+                             "With a logical batch q = B/ñ comes from the DP count ñ: only "
+                             "--epsilon, certified by basic composition (ε_count + "
+                             "ε_train)")
     g.add_argument("--physical-batch", type=ct.positive_int, default=32,
                    help="examples per forward/backward pass (and at most --max-tokens "
                         "padded source+target tokens); physical batches are "
                         "accumulated into one noisy step (default 32)")
-    g.add_argument("--batch-schedule", default=None,
-                   help='increasing logical batch sizes "SIZE:FROM_STEP,...", e.g. '
-                        '"256:0,1024:200" (Anil et al. 2021 §5.2.2); overrides '
-                        "--logical-batch")
+    opt.add_batch_schedule(g, 'increasing logical batch sizes "SIZE:FROM_STEP,...", e.g. '
+                              '"256:0,1024:200" (Anil et al. 2021 §5.2.2); overrides '
+                              "--logical-batch")
     g.add_argument("--dp-steps", type=ct.positive_int, default=None,
                    help="number of noisy (logical) steps; default: --max-updates, else "
                         "enough steps for --max-epochs passes over the data")
-    g.add_argument("--accountant", choices=("rdp", "prv"), default="rdp",
-                   help="privacy accountant used for calibration and the certificate "
-                        "(default rdp; the other one is reported as a cross-check)")
+    g.add_argument("--world-size", type=ct.positive_int, default=None, metavar="N",
+                   help="DP-SGD in N processes through torch.distributed (gloo on CPU; on "
+                        "CUDA one GPU each, as --gpus N): each clips its share of the "
+                        "logical batch, the clipped sums are all-reduced and the noise is "
+                        "added once, so ε is that of one process")
+
+
+def _add_units(g: opt.OptionGroup) -> None:
+    """What one unit of the guarantee is."""
+    opt.add_privacy_unit(g, "what one unit of the guarantee is: a sentence pair (default) "
+                            "or a document (all its pairs: sampled, and clipped, together)",
+                         "with --privacy-unit document: one document id per training line "
+                         "(as `nmtfrag split` writes them)")
+    g.add_argument("--allow-few-units", action="store_true",
+                   help="train even with fewer than 100 privacy units (refused by "
+                        "default: the noise then drowns the signal)")
+    opt.add_dedup(g, "train on each distinct sentence pair once: the privacy unit becomes "
+                     "one distinct pair (without it, a pair repeated k times is protected "
+                     "only as a group of k)")
+
+
+def _add_recipe(g: opt.OptionGroup) -> None:
+    """The DP training recipe: optimizer, clipping, loss, schedule, saving; and the two
+    runs that are not private."""
     g.add_argument("--dp-weight-decay", type=ct.nonnegative_float, default=0.0,
                    help="decoupled weight decay towards zero (large values help DP "
                         "training, Anil et al. 2021 §4.3)")
@@ -71,24 +103,6 @@ def add_arguments(parser):
     g.add_argument("--dp-freeze-embeddings", action="store_true",
                    help="train everything but the (tied) embedding matrices: far fewer "
                         "noisy dimensions and a faster step")
-    g.add_argument("--privacy-unit", choices=("sentence", "document"), default="sentence",
-                   help="what one unit of the guarantee is: a sentence pair (default) or "
-                        "a document (all its pairs: sampled, and clipped, together)")
-    g.add_argument("--documents", metavar="FILE", default=None,
-                   help="with --privacy-unit document: one document id per training "
-                        "line (as `nmtfrag split` writes them)")
-    g.add_argument("--allow-few-units", action="store_true",
-                   help="train even with fewer than 100 privacy units (refused by "
-                        "default: the noise then drowns the signal)")
-    g.add_argument("--dedup", action="store_true",
-                   help="train on each distinct sentence pair once: the privacy unit "
-                        "becomes one distinct pair (without it, a pair repeated k times "
-                        "is protected only as a group of k)")
-    g.add_argument("--world-size", type=ct.positive_int, default=None, metavar="N",
-                   help="DP-SGD in N processes through torch.distributed (gloo on CPU; on "
-                        "CUDA one GPU each, as --gpus N): each clips its share of the "
-                        "logical batch, the clipped sums are all-reduced and the noise is "
-                        "added once, so ε is that of one process")
     g.add_argument("--dp-clipping", choices=("auto", "ghost", "hooks"), default="auto",
                    help="how per-example gradients are clipped: hooks (per-example "
                         "gradients materialised; faster), ghost (opacus' ghost clipping: "
@@ -126,7 +140,7 @@ def add_arguments(parser):
                         "noise; no certificate")
 
 
-def add_trainable_arguments(group):
+def add_trainable_arguments(group: opt.OptionGroup) -> None:
     """--dp-params and the LoRA options (they serve fine-tuning with and without --dp)."""
     group.add_argument("--dp-params", choices=CHOICES, default="all",
                        help="which parameters train: all (default), lora (low-rank "
