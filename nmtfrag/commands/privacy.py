@@ -22,7 +22,7 @@ examples:
   nmtfrag privacy --epsilon 3 --sample-rate 0.01 --steps 1000 --delta 1e-5 --n-examples 10000 --accountant prv
 
 The certificate is read and checked by nmtfrag.dp.certificate (read_certificate,
-plan_epsilon); this command parses and prints.
+privacy_plan); this command parses and prints.
 """
 from __future__ import annotations
 
@@ -104,9 +104,9 @@ def run(args: argparse.Namespace) -> int:
     if args.delta is None and all(v is None for v in plan_opts):
         raise InputError("give MODEL_DIR, or a plan: --noise-multiplier σ (or "
                          "--target-epsilon ε) --sample-rate q --steps T --delta δ --n-examples n")
-    from ..dp.certificate import plan_epsilon
+    from ..dp.certificate import privacy_plan
 
-    out = plan_epsilon(delta=args.delta, n_examples=args.n_examples, steps=args.steps,
+    out = privacy_plan(delta=args.delta, n_examples=args.n_examples, steps=args.steps,
                        sample_rate=args.sample_rate, batch_schedule=args.batch_schedule,
                        noise_multiplier=args.noise_multiplier,
                        target_epsilon=args.target_epsilon, shards=args.shards,

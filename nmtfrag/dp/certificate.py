@@ -6,7 +6,7 @@ of the base model) or a release of `nmtfrag extract --dp` (the set union's σ, t
 and cap). Why recompute instead of printing what the file says: the certificate is the
 only evidence that leaves with the output, so `read_certificate` recomputes every ε from
 the recorded mechanism parameters (both accountants for training) and refuses a file
-whose figures do not follow from them. `plan_epsilon` gives the same numbers before any
+whose figures do not follow from them. `privacy_plan` gives the same numbers before any
 training, so a run can be planned to a budget.
 
 These are library functions: `nmtfrag privacy` only parses and prints their results.
@@ -134,7 +134,7 @@ def refuse_not_private(directory: str) -> None:
                          "--dp-simulate-batch/--dp-control to get one)")
 
 
-def plan_epsilon(*, delta: float | None, n_examples: int | None, steps: int | None,
+def privacy_plan(*, delta: float | None, n_examples: int | None, steps: int | None,
                  sample_rate: float | None = None, batch_schedule: str | None = None,
                  noise_multiplier: float | None = None,
                  target_epsilon: float | None = None, shards: int = 1,
