@@ -96,14 +96,14 @@ def run(args: argparse.Namespace) -> int:
                  args.batch_schedule]
     if args.model_dir and any(v is not None for v in plan_opts):
         raise InputError("give either MODEL_DIR or a plan (--noise-multiplier/"
-                         "--target-epsilon, --sample-rate, --steps, --delta), not both")
+                         "--epsilon, --sample-rate, --steps, --delta), not both")
     if args.model_dir:
         from ..dp.certificate import read_certificate
 
         return _print_certificate(read_certificate(args.model_dir), args.json)
     if args.delta is None and all(v is None for v in plan_opts):
         raise InputError("give MODEL_DIR, or a plan: --noise-multiplier σ (or "
-                         "--target-epsilon ε) --sample-rate q --steps T --delta δ --n-examples n")
+                         "--epsilon ε) --sample-rate q --steps T --delta δ --n-examples n")
     from ..dp.certificate import privacy_plan
 
     out = privacy_plan(delta=args.delta, n_examples=args.n_examples, steps=args.steps,

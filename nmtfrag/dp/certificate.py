@@ -154,7 +154,7 @@ def privacy_plan(*, delta: float | None, n_examples: int | None, steps: int | No
         raise InputError("--steps is required for a plan")
     segs = _rate_segments(sample_rate, batch_schedule, steps, n_examples)
     if (noise_multiplier is None) == (target_epsilon is None):
-        raise InputError("give exactly one of --noise-multiplier and --target-epsilon")
+        raise InputError("give exactly one of --noise-multiplier and --epsilon")
     out = {"delta": delta, "n_examples": n_examples, "steps": steps,
            "rate_segments": [[q, t] for q, t in segs], "shards": shards}
     if target_epsilon is not None:

@@ -98,7 +98,7 @@ class DPConfig:
         if self.delta is None:
             raise InputError("--dp needs --delta: a DP guarantee without δ is void")
         if (self.target_epsilon is None) == (self.noise_multiplier is None):
-            raise InputError("--dp needs exactly one of --target-epsilon and "
+            raise InputError("--dp needs exactly one of --epsilon and "
                              "--noise-multiplier")
         if self.max_grad_norm is None or not self.max_grad_norm > 0:
             raise InputError("--max-grad-norm must be positive")
@@ -159,13 +159,13 @@ class DPConfig:
             raise InputError("--noise-multiplier with --logical-batch/--batch-schedule: "
                              "q = B/ñ comes from the DP count, so the training's ε would "
                              "depend on it and no bound is fixed in advance; use "
-                             "--sample-rate Q, or --target-epsilon")
+                             "--sample-rate Q, or --epsilon")
         accounting.check_delta(self.delta)
         if self.target_epsilon is not None:
             eps_count = unit_count.basic_split(self.delta)[0]
             if not self.target_epsilon > eps_count:
                 raise InputError(
-                    f"--target-epsilon {self.target_epsilon} does not exceed the DP unit "
+                    f"--epsilon {self.target_epsilon} does not exceed the DP unit "
                     f"count's ε_count = {eps_count:.4f} (at δ/10): nothing would be left "
                     "for training; raise it, or use --sample-rate Q (the count then "
                     "costs far less by RDP composition)")
