@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import cast
 
 from .errors import InputError
 from .fileio import public_name
@@ -82,7 +83,7 @@ def paired_bootstrap(base_hyps: Sequence[str], hyps: Sequence[str], refs: Sequen
                      n_samples: int = 1000) -> dict:
     """sacrebleu's paired bootstrap resampling, baseline vs this system (BLEU, chrF)."""
     from sacrebleu.metrics import BLEU, CHRF
-    from sacrebleu.significance import PairedTest
+    from sacrebleu.significance import PairedTest, Result
 
     test = PairedTest([("baseline", base_hyps), ("system", hyps)],
                       {"BLEU": BLEU(references=[refs]), "chrF": CHRF(references=[refs])},
@@ -92,7 +93,8 @@ def paired_bootstrap(base_hyps: Sequence[str], hyps: Sequence[str], refs: Sequen
            "seed": os.environ.get("SACREBLEU_SEED", "12345")}
     for key in [k for k in scores if k != "System"]:
         metric = "chrF" if key.lower().startswith("chrf") else key
-        base, sys_ = scores[key]
+        # a metric's column holds Results (only the "System" column holds names)
+        base, sys_ = cast("list[Result]", scores[key])
         out[metric] = {"baseline": round(base.score, 2),
                        "baseline_mean": _r(base.mean), "baseline_ci95": _r(base.ci),
                        "system": round(sys_.score, 2), "system_mean": _r(sys_.mean),
@@ -215,7 +217,8 @@ def evaluate(out: str, *, src: str, ref: str, model: str | None = None,
     report = {
         "kind": "nmtfrag-evaluation",
         "name": name or (os.path.basename(os.path.normpath(model)) if model else
-                         os.path.basename(hyp)),
+                         # _check_request: without a model, a --hyp file is given
+                         os.path.basename(cast(str, hyp))),
         "scores": result,
         "reference_handling": ("reference Moses-detokenised (sacremoses, "
                                f"{tgt_lang}) before scoring; source detokenised and "

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO, TypedDict
 
 from . import __version__
 from .align import ALIGNER_MAX_TOKENS, align_files, check_priors
@@ -43,6 +43,9 @@ from .sample import buckets_for
 from .symmetrize import (SYMMETRIZERS, canonical_points, format_pharaoh, parse_pharaoh,
                          symmetrize)
 from .tokenize import to_tokens
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 ALIGNMENT_FILE = "corpus.align"  # kept (--keep-alignments) only in OUT/owner/
 
@@ -322,8 +325,35 @@ class _Extraction:
     with_whole: int = 0
 
 
+class ExtractFields(TypedDict, total=False):
+    """ExtractOptions' fields by keyword, as `extract_release(**fields)` takes them
+    (tests/test_static_types.py checks the two name the same fields)."""
+
+    src_lang: str
+    tgt_lang: str
+    max_len: int
+    min_len: int
+    sample_rate: float
+    tag: bool
+    seed: int | Seed | None
+    symmetrize_method: str
+    alignments: str | None
+    priors: str | None
+    pretokenized: bool
+    allow_whole_sentences: bool
+    keep_alignments: bool
+    work_dir: str | None
+    keep_work: bool
+    overwrite: bool
+    verbose: bool
+    dp: DPReleaseParams | None
+    documents: str | None
+    align_public: str | None
+    align_model: str | None
+
+
 def extract_release(src: str, tgt: str, out: str, options: ExtractOptions | None = None,
-                    **fields: object) -> ExtractResult:
+                    **fields: Unpack[ExtractFields]) -> ExtractResult:
     """Build a release of phrase pairs from a confidential parallel corpus.
 
     Give the options as an ExtractOptions or as its fields by keyword (not both).
@@ -342,7 +372,7 @@ def extract_release(src: str, tgt: str, out: str, options: ExtractOptions | None
     names = release_file_names(opts.src_lang, opts.tgt_lang,
                                opts.keep_alignments and opts.dp is None)
     out = _prepare_out(out, src, tgt, opts, names)
-    timings = {}
+    timings: dict[str, float] = {}
     skips, normalised = SkipLog(), SkipLog()
     with private_workdir(opts.work_dir, opts.keep_work) as work:
         tok_src, tok_tgt = os.path.join(work, "corpus.src"), os.path.join(work, "corpus.tgt")

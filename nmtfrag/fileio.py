@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar, overload
 
 from .errors import InputError
 
@@ -64,8 +64,9 @@ def atomic_writer(path: StrPath, mode: str = "w", encoding: str = "utf-8",
     try:
         if not private:
             os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
-        kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
-        with os.fdopen(fd, mode, **kwargs) as f:
+        text = "b" not in mode  # binary files take no encoding or newline
+        with os.fdopen(fd, mode, encoding=encoding if text else None,
+                       newline="\n" if text else None) as f:
             yield f
         os.replace(tmp, path)
     except BaseException:
@@ -424,6 +425,12 @@ def tool_versions(*distributions: str) -> dict[str, str | None]:
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+@overload
+def progress(iterable: None = None, **kwargs: Any) -> tqdm: ...
+@overload
+def progress(iterable: Iterable[T], **kwargs: Any) -> Iterable[T]: ...
 
 
 def progress(iterable: Iterable[T] | None = None, **kwargs: Any) -> Iterable[T] | tqdm:

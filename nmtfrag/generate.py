@@ -27,16 +27,38 @@ to the same batches.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, TypedDict
 
 from .errors import InputError
 from .translator import MAX_LEN_A, MAX_LEN_B, BaseTranslator, check_max_len
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 ENGINES = ("fairseq", "ctranslate2")
+
+
+class TranslatorOptions(TypedDict, total=False):
+    """The settings both engines' constructors take by keyword (Translator's and
+    CT2Translator's, beyond the model dir): what `load_translator` passes on."""
+
+    src_lang: str
+    tgt_lang: str
+    checkpoint: str | None
+    device: str
+    fp16: bool
+    beam: int
+    lenpen: float
+    max_len_a: float
+    max_len_b: int
+    max_tokens: int
+    batch_size: int | None
 
 
 def load_translator(model_dir: str, engine: str = "fairseq", *,
                     compute_type: str | None = None, ct2_cache: str | None = None,
-                    threads: int | None = None, **kwargs: object) -> BaseTranslator:
+                    threads: int | None = None,
+                    **kwargs: Unpack[TranslatorOptions]) -> BaseTranslator:
     """A Translator for `engine`; `kwargs` are Translator's (beam, max_tokens, …).
 
     `compute_type`, `ct2_cache` and `threads` are CTranslate2 settings (threads: its

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import cast
 
 import torch
 from torch import nn
@@ -35,6 +36,10 @@ SUFFIX_A, SUFFIX_B = "lora_A.weight", "lora_B.weight"
 class LoRALinear(nn.Linear):
     """nn.Linear plus a low-rank update; made from an existing Linear by `adapt`."""
 
+    lora_A: nn.Linear
+    lora_B: nn.Linear
+    scaling: float
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias) + self.lora_B(self.lora_A(x)) * self.scaling
 
@@ -43,15 +48,16 @@ class LoRALinear(nn.Linear):
               generator: torch.Generator | None = None) -> LoRALinear:
         """Turn `linear` into a LoRALinear in place (its weight and bias are kept)."""
         linear.__class__ = cls
-        dev, dt = linear.weight.device, linear.weight.dtype
-        linear.lora_A = nn.Linear(linear.in_features, rank, bias=False, device=dev, dtype=dt)
-        linear.lora_B = nn.Linear(rank, linear.out_features, bias=False, device=dev, dtype=dt)
-        bound = 1.0 / math.sqrt(linear.in_features)  # nn.Linear's default range
+        lora = cast("LoRALinear", linear)  # the same object, now of class cls
+        dev, dt = lora.weight.device, lora.weight.dtype
+        lora.lora_A = nn.Linear(lora.in_features, rank, bias=False, device=dev, dtype=dt)
+        lora.lora_B = nn.Linear(rank, lora.out_features, bias=False, device=dev, dtype=dt)
+        bound = 1.0 / math.sqrt(lora.in_features)  # nn.Linear's default range
         with torch.no_grad():
-            linear.lora_A.weight.uniform_(-bound, bound, generator=generator)
-            linear.lora_B.weight.zero_()
-        linear.scaling = alpha / rank
-        return linear
+            lora.lora_A.weight.uniform_(-bound, bound, generator=generator)
+            lora.lora_B.weight.zero_()
+        lora.scaling = alpha / rank
+        return lora
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # a pretrained (adapter-free) checkpoint: keep the adapters' initialisation

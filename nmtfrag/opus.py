@@ -61,7 +61,7 @@ class FileRef:
     """A file on disk, or a member of a zip archive (`archive` set)."""
 
     path: str
-    archive: str = None
+    archive: str | None = None
 
     def __str__(self):
         return f"{self.archive}:{self.path}" if self.archive else self.path

@@ -54,7 +54,7 @@ class Seed:
                                              else secrets.randbits(63))
 
 
-def resolve_seed(seed=None):
+def resolve_seed(seed: int | Seed | None = None) -> Seed:
     """`--seed N` → a reproducible Seed; no seed → a fresh secret one (a Seed is kept)."""
     if isinstance(seed, Seed):
         return seed

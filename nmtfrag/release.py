@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
 from .fileio import atomic_writer
@@ -85,7 +86,8 @@ class ReleaseWriter:
         self.out_dir, self.names = out_dir, names
         self.max_len, self.tag = max_len, tag
         self.count = 0
-        self.src_lengths, self.tgt_lengths = Counter(), Counter()
+        self.src_lengths: Counter[int] = Counter()  # {words: segments}
+        self.tgt_lengths: Counter[int] = Counter()
 
     def __enter__(self) -> ReleaseWriter:
         self._stack = contextlib.ExitStack()
@@ -94,8 +96,9 @@ class ReleaseWriter:
             for role, name in self.names.items()}
         return self
 
-    def __exit__(self, *exc: object) -> bool | None:
-        return self._stack.__exit__(*exc)
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool | None:
+        return self._stack.__exit__(exc_type, exc, tb)
 
     def write(self, src: str, tgt: str, alignment: str | None = None) -> None:
         n_src, n_tgt = len(src.split()), len(tgt.split())
@@ -161,8 +164,14 @@ class PairCollector(Protocol):
     pairs through a ReleaseWriter once every unit is in; `close` frees what the
     collector holds (always called, also after an error)."""
 
-    sample_rate: float | None  # the share kept (the manifest states it); None: not sampled
-    total: int  # phrase-pair occurrences collected
+    # read-only to the caller: SampledRelease computes `total`
+    @property
+    def sample_rate(self) -> float | None:
+        """The share kept (the manifest states it); None: not sampled."""
+
+    @property
+    def total(self) -> int:
+        """Phrase-pair occurrences collected."""
 
     def add_unit(self, line_no: int, records: Sequence[str]) -> None: ...
 

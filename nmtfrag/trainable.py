@@ -45,7 +45,7 @@ class TrainableSet:
         return self.lora_alpha / self.lora_rank
 
     def public_record(self) -> dict:
-        rec = {"kind": self.kind}
+        rec: dict[str, object] = {"kind": self.kind}
         if self.kind == "lora":
             rec.update(rank=self.lora_rank, alpha=self.lora_alpha,
                        modules=list(self.lora_modules))

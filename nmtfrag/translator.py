@@ -17,7 +17,7 @@ b 200), so an output is the one fairseq would give.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .errors import InputError
 
@@ -75,7 +75,7 @@ class BaseTranslator:
         max_src = self.max_positions[0] if isinstance(self.max_positions, tuple) \
             else self.max_positions
         tokens, index = [], []
-        results = [None] * len(sub_lines)
+        results: list[str | None] = [None] * len(sub_lines)
         for i, line in enumerate(sub_lines):
             if not line.strip():
                 results[i] = ""
@@ -116,7 +116,7 @@ class BaseTranslator:
             raise RuntimeError(f"{self.engine} generation returned no output for "
                                f"{len(missing)} of {len(results)} lines "
                                f"(first: line {missing[0]})")
-        return results
+        return cast("list[str]", results)  # no None left: `missing` is empty
 
     def decode(self, sub_line: str) -> str:
         """Subword output → detokenised text (tags removed), as the hub's decode."""

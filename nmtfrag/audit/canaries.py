@@ -50,7 +50,7 @@ SURNAMES = ["Albers", "Brandt", "Conrad", "Dietz", "Ebert", "Fiedler", "Gerlach"
             "Haas", "Ilg", "Jung", "Kraus", "Lang", "Marx", "Naumann", "Ott", "Pape"]
 
 # kind → source template, target template (`{id}`: record number, `{secret}`), space.
-KINDS = {
+KINDS: dict[str, dict] = {  # the shape make_canaries' `templates` takes
     "dosage": {
         "src": "Patientenakte {id} : die verordnete Tagesdosis ist vertraulich .",
         "tgt": "Patient record {id} : the prescribed daily dose is {secret} mg .",
@@ -116,7 +116,9 @@ def make_canaries(count: int, repeats: Sequence[int], seed: int | Seed | None = 
     rng = _rng(seed)
     unseen = count if unseen is None else unseen
     plan = [r for r in repeats for _ in range(count)] + [0] * unseen
-    used_ids, used_secrets, out = set(), set(), []
+    used_ids: set[str] = set()
+    used_secrets: set[tuple[str, int]] = set()
+    out: list[dict] = []
     for n, rep in enumerate(plan):
         kind = kinds[n % len(kinds)]
         t = templates[kind]

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..errors import InputError
 from ..fileio import public_name
@@ -41,6 +41,7 @@ from ..fileio import MANIFEST, atomic_writer, prepare_output_dir, read_json, sha
 if TYPE_CHECKING:  # matplotlib is imported only to draw
     from matplotlib.axes import Axes
     from matplotlib.backend_bases import RendererBase
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 REPORT_KINDS = {
     "evaluate": "nmtfrag-evaluation",
@@ -48,6 +49,7 @@ REPORT_KINDS = {
     "exposure": "nmtfrag-exposure-audit",
     "membership": "nmtfrag-membership-audit",
 }
+LabelledPoint = tuple[float, float, float | None, float | None, str]  # x, y, low, high, label
 
 
 def _resolve(base, path, field, run_name):
@@ -304,9 +306,11 @@ def plot(rows: Sequence[dict], path: str, title: str) -> None:
 
     shares = gain_shares(rows)
     by_name = {r["name"]: r for r in rows if r.get("bleu") is not None}
+    yv: dict[str, tuple[float, float | None, float | None]]  # name → (y, low, high)
     if shares:
         ylabel = "share of the full-sentence BLEU gain kept (%)"
-        yv = {n: tuple(None if v is None else 100 * v for v in t) for n, t in shares.items()}
+        yv = {n: (100 * s, None if lo is None else 100 * lo, None if hi is None else 100 * hi)
+              for n, (s, lo, hi) in shares.items()}
     else:
         ylabel = "BLEU"
         yv = {n: (r["bleu"], None, None) for n, r in by_name.items()}
@@ -322,9 +326,10 @@ def plot(rows: Sequence[dict], path: str, title: str) -> None:
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 0.6, 5.2),
                              squeeze=False)
     axes = axes[0]
-    placements, cut = [], False
+    placements: list[tuple[Axes, list[LabelledPoint]]] = []
+    cut = False
     for ax, (xlabel, pts) in zip(axes, panels):
-        items = []
+        items: list[LabelledPoint] = []
         for name, (x, measured) in pts.items():
             if name not in yv:
                 continue
@@ -359,7 +364,8 @@ def plot(rows: Sequence[dict], path: str, title: str) -> None:
     fig.suptitle(f"{title}: what each approach keeps of the gain vs what leaks "
                  "(up-left is better)", fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 0.95))
-    renderer = fig.canvas.get_renderer()
+    # the Agg backend (chosen above) has a renderer to measure the labels with
+    renderer = cast("FigureCanvasAgg", fig.canvas).get_renderer()
     for ax, items in placements:
         place_labels(ax, items, renderer)
     fig.savefig(path, dpi=110)
@@ -407,9 +413,7 @@ def _overlaps(a, b, pad=1.0):
     return a.x0 < b.x1 + pad and b.x0 < a.x1 + pad and a.y0 < b.y1 + pad and b.y0 < a.y1 + pad
 
 
-def place_labels(ax: Axes, items: Sequence[tuple[float, float, float | None, float | None,
-                                                 str]],
-                 renderer: RendererBase) -> None:
+def place_labels(ax: Axes, items: Sequence[LabelledPoint], renderer: RendererBase) -> None:
     """Label each point (x, y, low, high, text) at the nearest offset where, as rendered,
     the label stays inside the axes and touches no label placed before, no marker and no
     interval bar but its own point's; a label set apart gets a thin leader line. Why: a
@@ -422,11 +426,12 @@ def place_labels(ax: Axes, items: Sequence[tuple[float, float, float | None, flo
     obstacles = [(k, Bbox([[px - half, py - half], [px + half, py + half]]))
                  for k, (px, py) in enumerate(pts)]
     for k, (x, _, lo, hi, _) in enumerate(items):
-        if lo is not None:
+        if lo is not None and hi is not None:  # an interval has both ends
             (bx, by0), (_, by1) = ax.transData.transform([(x, lo), (x, hi)])
             obstacles.append((k, Bbox([[bx - 1, by0], [bx + 1, by1]])))
     frame = ax.get_window_extent(renderer)
-    placed, unplaced = [], []
+    placed: list[Bbox] = []
+    unplaced: list[str] = []
     order = sorted(range(len(items)), key=lambda k: (-pts[k][1], pts[k][0]))
     for k in order:
         x, y, _, _, text = items[k]
@@ -560,10 +565,10 @@ def table_notes(rows: Sequence[dict]) -> list[str]:
         notes.append("BLEU above the baseline's at p < 0.05: "
                      + (", ".join(better) or "none") + "; below it: "
                      + (", ".join(worse) or "none") + f" (of {len(tested)} tested).")
-    shares = gain_shares(rows)
+    shares = gain_shares(rows)  # not None only with both reference rows
     kept = [f"{n} {100 * v[0]:.0f}%" for n, v in (shares or {}).items()
-            if n not in (base["name"], full["name"])]
-    if kept:
+            if base is not None and full is not None and n not in (base["name"], full["name"])]
+    if kept and base is not None and full is not None:
         notes.append(f"Share of the full-sentence gain ({full['name']}: "
                      f"{full['bleu'] - base['bleu']:+.2f} BLEU over the baseline) kept: "
                      + ", ".join(kept) + ".")

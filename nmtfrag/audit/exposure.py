@@ -38,6 +38,7 @@ from .canaries import index_of_secret, read_canaries, secret_from_index
 
 if TYPE_CHECKING:  # generate loads fairseq: import it only to score
     from ..generate import Translator
+    from ..randomness import Seed
 
 
 class CanaryScorer:
@@ -82,7 +83,7 @@ class CanaryScorer:
         if whole != pre + sec0 + post:
             raise RuntimeError(f"BPE of the target with its secret differs from the pieces: "
                                f"{whole} vs {pre + sec0 + post}")
-        out = []
+        out: list[float] = []
         src_t = torch.tensor([src_ids], dtype=torch.long)
         src_len = torch.tensor([len(src_ids)], dtype=torch.long)
         with torch.no_grad():
@@ -151,12 +152,12 @@ def canary_exposure(scorer: CanaryScorer, canary: dict, enumerate_limit: int = 1
                 "rank": rank, "exposure": log2_size - math.log2(rank),
                 "secret_logprob": t}
     rng = random.Random(f"{seed}-{canary['name']}")
-    idx = set()
-    while len(idx) < min(samples, size - 1):
+    drawn: set[int] = set()
+    while len(drawn) < min(samples, size - 1):
         i = rng.randrange(size)
         if i != true_idx:
-            idx.add(i)
-    idx = sorted(idx)
+            drawn.add(i)
+    idx = sorted(drawn)
     secrets = [true] + [secret_from_index(space, i) for i in idx]
     sc = scorer.scores(canary["src"], canary["tgt_template"], secrets)
     t, rest = sc[0], sc[1:]
@@ -196,7 +197,7 @@ def measure_exposure(translator: Translator, canaries: Sequence[dict], *,
 
 
 def summarize(rows: Sequence[dict]) -> dict:
-    by = {}
+    by: dict[int, list[dict]] = {}
     for r in rows:
         by.setdefault(r["repeats"], []).append(r)
     out = {}
@@ -218,7 +219,7 @@ def summarize(rows: Sequence[dict]) -> dict:
 def audit_exposure(model: str, canaries_path: str, out: str, *, src_lang: str = "de",
                    tgt_lang: str = "en", checkpoint: str | None = None,
                    enumerate_limit: int = 10000, samples: int = 2000,
-                   seed: int | None = None, beam: int = 5, batch_size: int = 256,
+                   seed: int | Seed | None = None, beam: int = 5, batch_size: int = 256,
                    overwrite: bool = False, show_progress: bool = False) -> dict:
     """Load `model` (a WMT19-layout dir), measure every canary, write the report.
     `seed` None: the candidate sample comes from secret randomness."""

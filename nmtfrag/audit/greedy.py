@@ -22,13 +22,13 @@ def most_frequent(frags: Sequence[tuple[Sequence[int], Sequence[int]]],
     word, the most frequent one, then the longest target, the longest source, the
     smallest id. Ids come from sorted vocabularies, so the choice does not depend on the
     release's line order."""
-    weight = {}
+    weight: dict[int, int] = {}
     for b, _ in compatible:
         tb = frags[b][1]
         w = tb[o] if right else tb[len(tb) - o - 1]
         weight[w] = weight.get(w, 0) + mult[b]
     word = min(weight, key=lambda w: (-weight[w], w))
-    best = None
+    best: tuple[tuple[int, int, int, int], Edge] | None = None
     for b, d in compatible:
         sb, tb = frags[b]
         if (tb[o] if right else tb[len(tb) - o - 1]) != word:
@@ -36,6 +36,7 @@ def most_frequent(frags: Sequence[tuple[Sequence[int], Sequence[int]]],
         k = (mult[b], len(tb), len(sb), -b)
         if best is None or k > best[0]:
             best = (k, (b, d, o))
+    assert best is not None  # the most frequent word came from some candidate
     return best[1]
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..errors import InputError
 from ..fileio import public_name
@@ -31,6 +31,7 @@ from ..fileio import MANIFEST, atomic_writer, prepare_output_dir, tool_versions,
 
 if TYPE_CHECKING:  # generate loads fairseq: import it only to run the attack
     from ..generate import Translator
+    from ..randomness import Seed
 
 ATTACK = "loss threshold (Yeom et al. 2018)"
 CALIBRATED = "reference-calibrated loss difference (Watson et al. 2022)"
@@ -88,8 +89,8 @@ def pair_losses(translator: Translator, pairs: Sequence[tuple[str, str]],
                 lp = model.get_normalized_probs(model(**net_input), log_probs=True)
                 nll = -lp.float().gather(-1, target.unsqueeze(-1)).squeeze(-1)
                 total = total + (nll * mask).sum(1) / mask.sum(1)
-            for i, loss in zip(sample["id"].tolist(),
-                               (total / len(translator.models)).tolist()):
+            mean = cast("torch.Tensor", total) / len(translator.models)  # ≥ 1 model added
+            for i, loss in zip(sample["id"].tolist(), mean.tolist()):
                 losses[i] = loss
     return losses
 
@@ -106,8 +107,9 @@ def read_pairs(spec: Sequence[str], src_lang: str, tgt_lang: str,
     for p in spec:
         if not os.path.isfile(p):
             raise InputError(f"{what}: {p}: no such file")
-    validate_parallel(*spec)
-    return [(s, t) for _, s, t in read_parallel(*spec, SkipLog())]
+    src_path, tgt_path = spec
+    validate_parallel(src_path, tgt_path)
+    return [(s, t) for _, s, t in read_parallel(src_path, tgt_path, SkipLog())]
 
 
 def sample_pairs(pairs: list[tuple[str, str]], limit: int | None,
@@ -123,7 +125,7 @@ def audit_membership(model: str, members: list[tuple[str, str]],
                      reference: str | None = None, src_lang: str = "de",
                      tgt_lang: str = "en", mode: str = "raw",
                      max_pairs: int | None = None,
-                     seed: int | None = None, checkpoint: str | None = None,
+                     seed: int | Seed | None = None, checkpoint: str | None = None,
                      device: str = "cpu", batch_size: int = 64, overwrite: bool = False,
                      input_paths: Sequence[str] = ()) -> dict:
     """Run the attack on `model` (and calibrate with `reference`); write the report.
@@ -148,11 +150,12 @@ def audit_membership(model: str, members: list[tuple[str, str]],
 
     lm, ln = losses(model)
     scores = ([-x for x in lm], [-x for x in ln])
-    report = {"kind": "nmtfrag-membership-audit", "attack": ATTACK,
-              "model": public_name(model), "members": len(members),
-              "non_members": len(nonmembers), "text_mode": mode,
-              "mean_loss": {"members": sum(lm) / len(lm), "non_members": sum(ln) / len(ln)},
-              "uncalibrated": {"auc": roc_auc(*scores), "tpr_at_1pct_fpr": tpr_at_fpr(*scores)}}
+    report: dict = {  # the JSON report (this function's result)
+        "kind": "nmtfrag-membership-audit", "attack": ATTACK,
+        "model": public_name(model), "members": len(members),
+        "non_members": len(nonmembers), "text_mode": mode,
+        "mean_loss": {"members": sum(lm) / len(lm), "non_members": sum(ln) / len(ln)},
+        "uncalibrated": {"auc": roc_auc(*scores), "tpr_at_1pct_fpr": tpr_at_fpr(*scores)}}
     if reference is not None:
         rm, rn = losses(reference)
         cal = ([r - x for r, x in zip(rm, lm)], [r - x for r, x in zip(rn, ln)])

@@ -52,7 +52,7 @@ def rebuilt_flags(units: Iterable[tuple[Encoded, Encoded]], src_sents: Sequence[
     `units`: (src, tgt) sequences the attacker holds; sentences: sequences of the same
     encoding; `final_*`: sentence-final tokens of each side, in that encoding."""
     src_set, tgt_set = set(src_sents), set(tgt_sents)
-    tgts_of = {}
+    tgts_of: dict[Encoded, set[Encoded]] = {}
     for s, t in zip(src_sents, tgt_sents):
         tgts_of.setdefault(s, set()).add(t)
     ls = max(map(len, src_sents), default=0)
@@ -87,7 +87,8 @@ def joined_chain_truth(chains: Iterable[tuple[Encoded, Encoded, int]],
     pairs = sorted(set(zip(src_sents, tgt_sents)))
     s_str = [_as_str(s) for s, _ in pairs]
     t_str = [_as_str(t) for _, t in pairs]
-    post_s, post_t = {}, {}
+    post_s: dict[Hashable, list[int]] = {}
+    post_t: dict[Hashable, list[int]] = {}
     for k, (s, t) in enumerate(pairs):
         for x in set(s):
             post_s.setdefault(x, []).append(k)

@@ -82,7 +82,7 @@ class Chain:
 
 # --------------------------------------------------------------------------- reading
 
-def _strip(tokens):
+def _strip(tokens: Tokens) -> Tokens:
     if len(tokens) >= 2 and tokens[0] == TAG_OPEN and tokens[-1] == TAG_CLOSE:
         return tokens[1:-1]
     return tokens
@@ -106,20 +106,20 @@ def read_release(release_dir: str, src_file: str | None = None,
     src_path = os.path.join(release_dir, src_file or files.get("src", "phrases.de"))
     tgt_path = os.path.join(release_dir, tgt_file or files.get("tgt", "phrases.en"))
     validate_parallel(src_path, tgt_path)
-    raw = []
+    raw: list[TokenPair] = []
     with open(src_path, encoding="utf-8") as fs, open(tgt_path, encoding="utf-8") as ft:
-        for line_no, (s, t) in enumerate(zip(fs, ft), 1):
-            s, t = s.split(), t.split()
-            if not s or not t:
+        for line_no, (s_line, t_line) in enumerate(zip(fs, ft), 1):
+            s_words, t_words = s_line.split(), t_line.split()
+            if not s_words or not t_words:
                 raise InputError(f"{src_path}/{tgt_path} line {line_no}: empty phrase; "
                                  f"not a release written by nmtfrag extract")
-            raw.append((tuple(s), tuple(t)))
+            raw.append((tuple(s_words), tuple(t_words)))
     if "tag" in params:
         tagged = bool(params["tag"])
     else:
         tagged = all(s[0] == TAG_OPEN and s[-1] == TAG_CLOSE and t[0] == TAG_OPEN
                      and t[-1] == TAG_CLOSE and len(s) > 2 and len(t) > 2 for s, t in raw)
-    pairs = []
+    pairs: list[TokenPair] = []
     for line_no, (s, t) in enumerate(raw, 1):
         if tagged:
             s, t = _strip(s), _strip(t)

@@ -35,7 +35,7 @@ def runs_spec(out_dir: str, cells: Iterable[str], title: str) -> dict:
     for cell in cells:
         if not os.path.exists(os.path.join(out_dir, f"eval-{cell}", "report.json")):
             continue
-        run = {"name": cell, "approach": APPROACH.get(cell, cell)}
+        run: dict[str, str | int] = {"name": cell, "approach": APPROACH.get(cell, cell)}
         for field, pattern in FIELDS:
             if os.path.exists(os.path.join(out_dir, pattern.format(cell), "report.json")):
                 run[field] = pattern.format(cell)

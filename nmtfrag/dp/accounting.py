@@ -113,7 +113,7 @@ def plan_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta:
 def rates_history(noise_multiplier: float,
                   rate_segments: Iterable[tuple[float, int]]) -> list[Step]:
     """[(q, steps), …] → [(σ, q, steps), …] with consecutive equal rates merged."""
-    out = []
+    out: list[Step] = []
     for q, steps in rate_segments:
         if steps <= 0:
             continue
@@ -197,6 +197,7 @@ def composition_record(kind: str, delta: float, epsilon_train_bound: float | Non
     composition, the δ split and the training's ε bound, fixed before ñ was drawn."""
     if kind == RDP_COMPOSITION:
         return {"kind": kind, "why": COMPOSITION_WHY[kind]}
+    assert delta_count is not None, "basic composition splits δ: delta_count is required"
     return {"kind": kind, "why": COMPOSITION_WHY[kind], "delta_count": delta_count,
             "delta_train": float(delta) - delta_count,
             "epsilon_train_bound": epsilon_train_bound}
@@ -326,8 +327,8 @@ def compose_certificate(training: dict, vocabulary: dict | None = None,
     training — by basic composition, valid whatever the overlap of the data sets, and
     only for guarantees of the same privacy unit (NotComposable otherwise)."""
     check_composable(entry_unit_key(training), vocabulary, earlier)
-    vocabulary = vocabulary or NO_VOCABULARY
-    parts = [(vocabulary["epsilon"], vocabulary["delta"])]
+    vocab: dict = vocabulary or NO_VOCABULARY  # a certificate entry, like `vocabulary`
+    parts = [(vocab["epsilon"], vocab["delta"])]
     parts += [(training_epsilon(t), t["delta"]) for t in earlier]
     parts.append((training_epsilon(training) if training_eps is None else training_eps,
                   training["delta"]))

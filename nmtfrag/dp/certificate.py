@@ -150,12 +150,13 @@ def privacy_plan(*, delta: float | None, n_examples: int | None, steps: int | No
                          "(n = training examples), else the guarantee allows releasing "
                          "an example outright")
     accounting.check_delta(delta, n_examples=n_examples)
+    assert delta is not None  # check_delta refuses a missing δ
     if steps is None:
         raise InputError("--steps is required for a plan")
     segs = _rate_segments(sample_rate, batch_schedule, steps, n_examples)
     if (noise_multiplier is None) == (target_epsilon is None):
         raise InputError("give exactly one of --noise-multiplier and --epsilon")
-    out = {"delta": delta, "n_examples": n_examples, "steps": steps,
+    out: dict[str, object] = {"delta": delta, "n_examples": n_examples, "steps": steps,
            "rate_segments": [[q, t] for q, t in segs], "shards": shards}
     if target_epsilon is not None:
         eff = accounting.noise_multiplier_for(target_epsilon, delta, segs, accountant)
@@ -163,6 +164,7 @@ def privacy_plan(*, delta: float | None, n_examples: int | None, steps: int | No
         out.update(target_epsilon=target_epsilon, noise_multiplier=sigma,
                    effective_noise_multiplier=eff, accountant=accountant)
     else:
+        assert noise_multiplier is not None  # exactly one of the two was given
         sigma = noise_multiplier
         eff = accounting.effective_noise_multiplier(sigma, shards)
         out.update(noise_multiplier=sigma, effective_noise_multiplier=eff)

@@ -216,6 +216,7 @@ def plan_noise(config: DPConfig, n_units: float, fixed: Sequence[tuple] = ()
         comp = accounting.composition_record(accounting.RDP_COMPOSITION, config.delta)
         if config.noise_multiplier is not None:
             return float(config.noise_multiplier), segs, steps, rate_segs, comp
+        assert config.target_epsilon is not None  # DPConfig: σ or a target ε, not neither
         sigma = accounting.noise_multiplier_for(config.target_epsilon, config.delta,
                                                 rate_segs, config.accountant, fixed=fixed)
         return sigma, segs, steps, rate_segs, comp

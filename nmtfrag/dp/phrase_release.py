@@ -190,6 +190,7 @@ class DPSetUnionRelease:
         """The parameters, the certificate (OUT/privacy.json and the manifest's
         "privacy") and the owner's exact counts. The certificate states the aligner:
         it holds only if each unit was aligned on its own."""
+        assert self.certificate is not None, "records() comes after write_release()"
         self.certificate["release"]["aligner"] = aligner
         documents = ({"path": self.documents, "sha256": sha256_file(self.documents)}
                      if self.documents else None)

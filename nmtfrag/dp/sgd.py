@@ -241,8 +241,10 @@ class DPSGD:
         # that removing it moves the sum by its own norm (≤ C), not by rounding
         self.summed = [torch.zeros_like(p, dtype=torch.float64) for p in self.params]
         self.n_examples = 0
-        self.example_stats = {}   # unit → (loss, gradient norm, clipped norm)
-        self.open_units = {}      # unit → (summed loss, [gradient sum per parameter])
+        # unit → (loss, gradient norm, clipped norm)
+        self.example_stats: dict[int, tuple[float, float, float]] = {}
+        # unit → (summed loss, [gradient sum per parameter])
+        self.open_units: dict[int, tuple[float, list[torch.Tensor]]] = {}
 
     def accumulate(self, sample: dict, unit_of: Mapping[int, int] | None = None) -> dict:
         """Forward/backward one physical batch; add its clipped per-example gradients.
@@ -274,6 +276,7 @@ class DPSGD:
             self._backward((losses * factor.to(losses.dtype)).sum())
             self.gsm.enable_hooks()
             for acc, p in zip(self.summed, self.params):
+                assert p.grad is not None, "pass 2 backpropagates into every parameter"
                 acc += p.grad.double()
                 p.grad = None
         else:

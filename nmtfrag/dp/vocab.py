@@ -41,7 +41,7 @@ from ..corpus import SkipLog, read_parallel, validate_parallel
 from ..errors import InputError
 from ..fileio import (OWNER_DIR, atomic_writer, prepare_output_dir, sha256_file,
                       tool_versions, write_json, write_owner_json)
-from ..randomness import resolve_seed
+from ..randomness import Seed, resolve_seed
 from ..tokenize import to_tokens
 from .accounting import unit_key
 from .histogram import noisy_threshold, tail_probability, threshold, unit_counts
@@ -109,7 +109,7 @@ def subword_vocab(noisy: Mapping[str, float], codes_path: str) -> Counter:
     if not words:
         return Counter()
     bpe = load_fastbpe(codes_path)
-    vocab = Counter()
+    vocab: Counter[str] = Counter()  # {BPE piece: noisy count}
     for w, seg in zip(words, bpe.apply(words)):
         for piece in seg.split():
             vocab[piece] += max(1, int(round(noisy[w])))
@@ -147,7 +147,8 @@ def check_vocab_delta(delta: float, n_units: int | None, what: str = "units") ->
 
 
 def dp_vocabulary(pairs: Iterable[tuple[Sequence[str], Sequence[str]]], sigma: float,
-                  delta: float, tuple_len: int, merges: int, seed: int | None = None,
+                  delta: float, tuple_len: int, merges: int,
+                  seed: int | Seed | None = None,
                   dedup: bool = False, min_frequency: int = 2) -> dict:
     """Run the whole DP-vocabulary mechanism on an iterable of (src_tokens, tgt_tokens).
 
@@ -164,7 +165,7 @@ def dp_vocabulary(pairs: Iterable[tuple[Sequence[str], Sequence[str]]], sigma: f
     if tuple_len < 1:
         raise InputError("--tuple-len must be ≥ 1")
     seed = resolve_seed(seed)
-    stats = {}
+    stats: dict[str, int] = {}
     counts = unit_counts(pair_words(pairs, dedup, stats), tuple_len, stats=stats)
     # exact n (after skipped lines and --dedup); the caller checked the line count early
     check_vocab_delta(delta, stats.get("units", 0),
