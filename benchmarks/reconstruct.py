@@ -28,7 +28,8 @@ import sys
 CHILD = r"""
 import gc, json, random, resource, sys, time
 from collections import Counter
-from nmtfrag.audit.reconstruct import reconstruct, read_release
+from nmtfrag.audit.reconstruct import reconstruct
+from nmtfrag.release import read_release
 from nmtfrag.phrases import extract_spans
 
 def rss_mb():  # current RSS (Linux); NaN elsewhere

@@ -463,7 +463,7 @@ def describe_corpora(inputs: StatsInputs, *, src_lang: str = "de", tgt_lang: str
                      tokenize: bool = False) -> StatsReport:
     """Count every corpus of `inputs`, run the data checks and the test/train overlaps,
     and read what each release holds."""
-    from .audit.reconstruct import read_release
+    from .release import read_release
 
     results = [corpus_stats(s, t, name=n, src_lang=src_lang, tgt_lang=tgt_lang,
                             tokenize=tokenize)

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from nmtfrag.audit.reconstruct import _placement, read_release, reconstruct
+from nmtfrag.audit.reconstruct import _placement, reconstruct
+from nmtfrag.release import read_release
 from nmtfrag.audit.reconstruction_score import SuffixAutomaton, score_chains
 from nmtfrag.phrases import extract_spans
 

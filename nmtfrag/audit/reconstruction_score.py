@@ -38,7 +38,8 @@ from ..tokenize import to_tokens
 from .rebuilt import SENTENCE_FINAL, joined_chain_truth, rebuilt_flags
 
 if TYPE_CHECKING:  # reconstruct imports numpy: load it only to run the attack
-    from .reconstruct import Chain, TokenPair, Tokens
+    from ..release import TokenPair, Tokens
+    from .reconstruct import Chain
 
 
 class SuffixAutomaton:
@@ -339,7 +340,7 @@ def audit_reconstruction(release: str, src: str, tgt: str, out: str, *,
 
     `mode`: "conservative", "greedy", or "both" (the two side by side: a bracket)."""
     from ..stats import release_contents
-    from .reconstruct import read_release
+    from ..release import read_release
     from .reconstruction_report import render_markdown
 
     if mode not in MODE_CHOICES:
