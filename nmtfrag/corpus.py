@@ -24,7 +24,7 @@ MAX_LISTED_LINES = 1000  # line numbers kept per skip reason in a manifest
 # Control bytes no text line holds: the tokeniser strips NUL silently (a pair then
 # counts differently than the user sees it), and with --pretokenized they would reach
 # the shared release. Tab and CR (a CRLF ending, normalised) are allowed.
-_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _CONTROL_NAMES = {0: "NUL", 0x1b: "ESC", 0x7f: "DEL", 0x0c: "form feed",
                   0x0b: "vertical tab"}
 
@@ -83,7 +83,7 @@ def scan_text_file(path: str) -> int:
         except UnicodeDecodeError as exc:
             raise InputError(f"{path} line {n}: invalid UTF-8 (byte {exc.start + 1}); "
                              f"convert the file to UTF-8 first") from None
-        bad = _CONTROL.search(raw)
+        bad = CONTROL_BYTES.search(raw)
         if bad:
             code = raw[bad.start()]
             name = _CONTROL_NAMES.get(code, "control character")

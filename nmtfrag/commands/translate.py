@@ -28,11 +28,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _refuse_control(lines):
     """Control characters on stdin are refused as in a corpus file (corpus.py)."""
-    from ..corpus import _CONTROL
+    from ..corpus import CONTROL_BYTES
     from ..errors import InputError
 
     for n, line in enumerate(lines, 1):
-        bad = _CONTROL.search(line.encode("utf-8"))
+        bad = CONTROL_BYTES.search(line.encode("utf-8"))
         if bad:
             raise InputError(f"stdin line {n}: control character (byte "
                              f"0x{line.encode('utf-8')[bad.start()]:02x}); text lines may "
