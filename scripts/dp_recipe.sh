@@ -18,7 +18,8 @@
 #                reference the shares of gain are of (REFERENCE to pick another).
 #                Cells may use any finetune --dp option: --max-epoch via PASSES, a logical
 #                batch up to the whole data, --dp-warmup-steps, --dp-clip-mode normalize,
-#                --dp-loss mean, --dp-control (σ = 0, not private; ε column "control"),
+#                --dp-loss mean, --dp-control (σ = 0, not private; ε column "control";
+#                under SIMULATE it runs the planned steps on batches of B_SIM),
 #                --dp-simulate-batch B_SIM (not private; ε column "sim").
 #   SIMULATE     B_SIM: a cheap sweep (Sander et al. 2023). Every DP cell of CELLS runs
 #                as the simulation sim-NAME (--dp-simulate-batch B_SIM added): the planned

@@ -170,10 +170,29 @@ def test_noise_free_control_has_no_noise_and_no_certificate(tiny_dir, capsys):
     assert "noise-free control: not private" in capsys.readouterr().err
 
 
+def test_simulated_control_runs_the_planned_steps_on_small_batches_without_noise():
+    """--dp-control with --dp-simulate-batch: σ = 0 on batches of B_SIM for the planned
+    steps (zero noise per averaged gradient, as in the full-size control), no certificate."""
+    from nmtfrag.dp import simulate
+
+    config = DPConfig(delta=1e-5, target_epsilon=8.0, logical_batch=8, simulate_batch=4,
+                      control=True)
+    config.check()
+    assert simulate.mode(config) == "control"
+    assert simulate.training_noise(config, 0.9, [(0, 8)], 100) == (0.0, [(0, 4)])
+    full = DPConfig(delta=1e-5, target_epsilon=8.0, logical_batch=8, control=True)
+    assert simulate.training_noise(full, 0.9, [(0, 8)], 100) == (0.0, [(0, 8)])
+    sim = DPConfig(delta=1e-5, target_epsilon=8.0, logical_batch=8, simulate_batch=4)
+    assert simulate.training_noise(sim, 0.9, [(0, 8)], 100) == (0.45, [(0, 4)])
+    rec = simulate.record(config, 0.9, [(0, 8)], 20, 0.0, 8.0)
+    assert rec["not_private"] == "noise-free control: not private"
+    assert rec["trained"] == {"noise_multiplier": 0.0, "steps": 20, "logical_batch": 4}
+    assert "batches of 4 instead of 8" in rec["why"]
+    with pytest.raises(InputError, match="exceeds"):
+        simulate.training_noise(config, 0.9, [(0, 8)], 3)
+
+
 def test_refused_combinations():
-    base = dict(delta=1e-5, noise_multiplier=1.0, logical_batch=8)
-    with pytest.raises(InputError, match="choose one"):
-        DPConfig(**base, simulate_batch=4, control=True).check()
     with pytest.raises(InputError, match="batch-schedule"):
         DPConfig(delta=1e-5, noise_multiplier=1.0, batch_schedule="8:0,16:4",
                  simulate_batch=4).check()

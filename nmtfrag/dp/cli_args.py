@@ -137,7 +137,8 @@ def _add_recipe(g: opt.OptionGroup) -> None:
     g.add_argument("--dp-control", action="store_true",
                    help="NOT PRIVATE: the planned schedule with clipping but no noise "
                         "(σ = 0), to see what clipping and few steps cost apart from the "
-                        "noise; no certificate")
+                        "noise; with --dp-simulate-batch B_SIM, the planned steps on "
+                        "batches of B_SIM (a cheap control); no certificate")
 
 
 def add_trainable_arguments(group: opt.OptionGroup) -> None:

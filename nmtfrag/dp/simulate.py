@@ -10,7 +10,9 @@ compute. The noise is then far too small for the smaller batch's guarantee: the 
 protects nothing, and is marked "simulation: not private".
 
 Why a control: the same schedule with clipping but σ = 0 separates what clipping and
-few steps cost from what the noise costs (the study table shows both).
+few steps cost from what the noise costs (the study table shows both). With
+--dp-simulate-batch it runs the planned steps on batches of B_SIM: zero noise per averaged
+gradient, like the full-size control, at the simulation's cost.
 """
 from ..errors import InputError
 
@@ -21,15 +23,16 @@ WHY = {"simulation": "a simulation of a planned DP run (Sander et al. 2023): bat
                      "noise per averaged gradient of the planned run; that noise gives "
                      "no useful guarantee for the smaller batches, so no certificate",
        "control": "the planned DP schedule with per-unit clipping but no noise (σ = 0): "
-                  "no guarantee at all, so no certificate"}
+                  "no guarantee at all, so no certificate",
+       "simulated control": "the planned number of steps with per-unit clipping but no "
+                            "noise (σ = 0), on batches of {b_sim} instead of {b} (zero "
+                            "noise per averaged gradient either way, as in the "
+                            "simulation): no guarantee at all, so no certificate"}
 
 
 def check(config):
     """Refuse simulation and control settings that have no planned run to mirror."""
     if config.simulate_batch is not None:
-        if config.control:
-            raise InputError("--dp-simulate-batch and --dp-control: choose one (a "
-                             "control has no noise to scale)")
         if config.batch_schedule:
             raise InputError("--dp-simulate-batch with --batch-schedule is not supported: "
                              "simulate one logical batch size (--logical-batch)")
@@ -40,9 +43,9 @@ def check(config):
 
 def mode(config):
     """'private', 'simulation' or 'control'."""
-    if config.simulate_batch is not None:
-        return "simulation"
-    return "control" if config.control else "private"
+    if config.control:  # with --dp-simulate-batch too: a control on smaller batches
+        return "control"
+    return "simulation" if config.simulate_batch is not None else "private"
 
 
 def training_noise(config, sigma, segments, n):
@@ -52,26 +55,27 @@ def training_noise(config, sigma, segments, n):
     m = mode(config)
     if m == "private":
         return sigma, segments
-    if m == "control":
+    if config.simulate_batch is None:  # a control at the planned batch size
         return 0.0, segments
     b = segments[0][1]
     if config.simulate_batch > n:
         raise InputError(f"--dp-simulate-batch {config.simulate_batch} exceeds the {n} "
                          "training units")
-    return sigma * config.simulate_batch / b, [(0, config.simulate_batch)]
+    small = [(0, config.simulate_batch)]
+    return (0.0, small) if m == "control" else (sigma * config.simulate_batch / b, small)
 
 
 def record(config, sigma, segments, steps, train_sigma, planned_epsilon):
     """The public record of a run that is not private (manifest, CLI summary)."""
     m = mode(config)
     b = segments[0][1]
+    why = "simulated control" if m == "control" and config.simulate_batch else m
     rec = {"mode": m, "not_private": NOT_PRIVATE[m],
-           "why": WHY[m].format(b=b, b_sim=config.simulate_batch, sigma_sim=train_sigma),
+           "why": WHY[why].format(b=b, b_sim=config.simulate_batch, sigma_sim=train_sigma),
            "planned": {"noise_multiplier": sigma, "logical_batch": b,
                        "batch_schedule": config.batch_schedule, "steps": steps,
                        "delta": config.delta, "accountant": config.accountant,
                        "epsilon_if_private": planned_epsilon},
            "trained": {"noise_multiplier": train_sigma, "steps": steps,
-                       "logical_batch": (config.simulate_batch if m == "simulation"
-                                         else b)}}
+                       "logical_batch": config.simulate_batch or b}}
     return rec

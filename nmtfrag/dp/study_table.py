@@ -122,7 +122,8 @@ def table(root, reference):
             f"{f(r['bleu'], '.2f')} | {f(r['p_value'], '.3f')} | "
             f"{f(r['share_of_gain'], '.0%')} |")
     note = ("\nε: sim = a simulation of the planned run (σ·B_SIM/B on batches of B_SIM; "
-            "not private), control = the planned schedule without noise (not private). "
+            "not private), control = the planned steps without noise (not private; "
+            "on batches of B_SIM in a sweep). "
             "Epochs: expected passes over the data; CPU h: training hours (the DP cells' "
             "noisy steps, summed over resumed runs)."
             f"\nShare of gain: (BLEU − baseline) / ({reference} − baseline)"
