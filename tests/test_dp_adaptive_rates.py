@@ -153,7 +153,7 @@ def test_training_budget_holds_for_the_chosen_accountant_whatever_the_count(acco
 
 @pytest.mark.parametrize("extra,msg", [
     (["--noise-multiplier", "1", "--logical-batch", "20", "--dp-steps", "1"],
-     "use --sample-rate Q, or --target-epsilon"),
+     "use --sample-rate Q, or --epsilon"),
     (["--noise-multiplier", "1", "--batch-schedule", "10:0,20:2", "--dp-steps", "3"],
      "would depend on it"),
     (["--target-epsilon", "0.01", "--logical-batch", "20", "--dp-steps", "1"],
