@@ -6,7 +6,7 @@ SacreBLEU BLEU and chrF with their signatures, brevity penalty, length ratio and
 average output vs reference length in tokens (Kim et al. 2021, Figure 3). With
 --baseline (an earlier evaluate output on the same test set): sacrebleu's paired
 bootstrap resampling against it. With --pretokenized, SRC and REF are Moses-tokenised
-(like ../shared/data/indomain): the reference is detokenised before scoring, and the
+(like the OPUS EMEA and GNOME files): the reference is detokenised before scoring, and the
 report says so. Writes OUT/hyp.txt, OUT/report.json, OUT/report.md (and
 OUT/lengths.png with --plot). With --engine ctranslate2 the model is converted once
 (cached, see --ct2-cache) and decoded with CTranslate2; the report records the engine,
