@@ -81,6 +81,15 @@ def _umask():
     return mask
 
 
+def write_parallel(src_path: StrPath, tgt_path: StrPath,
+                   pairs: Iterable[tuple[str, str]]) -> None:
+    """Write (source, target) pairs as two line-aligned files, each atomically."""
+    with atomic_writer(src_path) as fs, atomic_writer(tgt_path) as ft:
+        for src, tgt in pairs:
+            fs.write(src + "\n")
+            ft.write(tgt + "\n")
+
+
 def write_json(path: StrPath, obj: object, private: bool = False) -> None:
     with atomic_writer(path, private=private) as f:
         json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=False)

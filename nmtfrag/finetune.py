@@ -40,7 +40,7 @@ from .errors import InputError
 from .fileio import (MANIFEST, atomic_writer, prepare_output_dir, public_name, read_json,
                      tool_versions, write_json)
 from .finetune_job import FineTuneJob
-from .model_dir import ModelDir, load_state
+from .model_dir import ModelDir, allow_full_checkpoint_load, load_state
 from .trainable import TrainableSet
 from .training_data import (MODEL_KIND, TagPolicy, TrainingSources, WorkLayout, model_files,
                             write_finetuned_model)
@@ -418,7 +418,7 @@ def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
     Returns the manifest (also written to OUT/manifest.json). Raises InputError for
     anything the user can fix.
     """
-    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    allow_full_checkpoint_load()
     device = check_request(job, config)
     md = training_data.base_model(job)
     sources = TrainingSources.of_job(job)

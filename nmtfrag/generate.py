@@ -30,6 +30,7 @@ import os
 from typing import TYPE_CHECKING, TypedDict
 
 from .errors import InputError
+from .model_dir import allow_full_checkpoint_load
 from .translator import MAX_LEN_A, MAX_LEN_B, BaseTranslator, check_max_len
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ class Translator(BaseTranslator):
                  beam: int = 5, lenpen: float = 1.0, max_len_a: float = MAX_LEN_A,
                  max_len_b: int = MAX_LEN_B, max_tokens: int = 4000,
                  batch_size: int | None = None) -> None:
-        os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+        allow_full_checkpoint_load()
         import torch
         from fairseq import checkpoint_utils, utils
         from fairseq.dataclass.configs import GenerationConfig

@@ -44,9 +44,8 @@ from typing import Any
 
 from .corpus import SkipLog, check_input_file
 from .errors import InputError
-from .fileio import public_name
 from .fileio import (MANIFEST, atomic_writer, check_not_input, prepare_output_dir,
-                     sha256_file, tool_versions, write_json)
+                     public_name, sha256_file, tool_versions, write_json, write_parallel)
 
 SPLIT_ORDER = ("valid", "test", "train")
 OVERFLOW_POLICIES = ("cut", "whole", "skip")
@@ -315,11 +314,7 @@ def _output_files(out, docs, src_lang, tgt_lang):
 
 def _write_pairs(paths, pairs):
     """Write (src, tgt) pairs to the two files of `paths` ({lang: path}, src first)."""
-    src_path, tgt_path = paths.values()
-    with atomic_writer(src_path) as fs, atomic_writer(tgt_path) as ft:
-        for src, tgt in pairs:
-            fs.write(src + "\n")
-            ft.write(tgt + "\n")
+    write_parallel(*paths.values(), pairs)
 
 
 def _write_train(reader, takes, paths):

@@ -28,7 +28,7 @@ from .binarize import binarize
 from .bpe import BPE, TAGS
 from .corpus import SkipLog, read_parallel, validate_parallel
 from .errors import InputError
-from .fileio import MANIFEST, read_json, sha256_file
+from .fileio import MANIFEST, read_json, sha256_file, write_parallel
 from .finetune_job import FineTuneJob
 from .model_dir import (ModelDir, grow_state, load_state, member_to_adapt, save_state,
                         validate_model_dir, write_dict_with, write_model_dir)
@@ -278,9 +278,7 @@ def _distinct(pairs: list[tuple[str, str]],
 
 
 def _write_sides(prefix: str, pairs: list[tuple[str, str]], sources: TrainingSources) -> None:
-    for lang, side in ((sources.src_lang, 0), (sources.tgt_lang, 1)):
-        with open(f"{prefix}.{lang}", "w", encoding="utf-8") as f:
-            f.writelines(p[side] + "\n" for p in pairs)
+    write_parallel(f"{prefix}.{sources.src_lang}", f"{prefix}.{sources.tgt_lang}", pairs)
 
 
 def _dictionaries_and_init(md: ModelDir, layout: WorkLayout, sources: TrainingSources,

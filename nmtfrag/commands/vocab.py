@@ -80,8 +80,6 @@ def _run(args: argparse.Namespace) -> int:
 
     if not args.dp:
         raise InputError("only the DP vocabulary is implemented: pass --dp")
-    if args.delta is None:
-        raise InputError("--delta is required: a DP vocabulary without δ is void")
     result = build_vocabulary(VocabularyJob(
         src=args.src, tgt=args.tgt, out=args.out, sigma=args.sigma, delta=args.delta,
         src_lang=args.src_lang, tgt_lang=args.tgt_lang, pretokenized=args.pretokenized,

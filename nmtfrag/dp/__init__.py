@@ -1,8 +1,12 @@
 """Differential privacy for NMT adaptation: a DP vocabulary (Hoory et al. 2021), DP-SGD
 fine-tuning of fairseq Transformers with opacus, and privacy accounting (RDP / PRV).
 
-Modules: `vocab` (DP histogram → BPE codes, ε_V), `accounting` (ε_T, σ for a target ε,
-ε_V + ε_T), `schedule` (increasing batch sizes), `fairseq_opacus` (the runtime fixes
-opacus needs on fairseq's Transformer), `sgd` (the DP fine-tuning loop), `cli_args`
-(options shared with `nmtfrag finetune --dp`).
+Modules: `engine` (the façade: `dp_finetune(job, DPConfig)`), `sgd` (the DP fine-tuning
+loop), `clipping` and `fairseq_opacus` (per-example gradients and the runtime fixes opacus
+needs on fairseq's Transformer), `accounting` (ε_T, σ for a target ε, composition per
+unit), `unit_count` (the DP count ñ), `schedule` (increasing batch sizes), `resume` and
+`simulate` (resumable runs; simulations and controls, not private), `vocab` and
+`histogram` (DP histogram → BPE codes, ε_V), `phrase_release` (the DP set union of
+`extract --dp`), `certificate` (read and check privacy.json; plan ε), `cli_args` (the
+options of `nmtfrag finetune --dp` and the DPConfig they build), `study_table`.
 """

@@ -51,13 +51,6 @@ def read_certificate(directory: str) -> dict:
     return _training_report(directory, cert, certified)
 
 
-def check_training(model_dir: str, cert: dict) -> dict:
-    """A DP model's certificate with ε_T recomputed from its history by the recorded
-    composition (both accountants), and the total over ε_V, earlier trainings and ε_T.
-    Raises ValueError/KeyError/TypeError for a malformed certificate."""
-    return _training_report(model_dir, cert, _certify_training(cert))
-
-
 def _certify_training(cert: dict) -> tuple[float, dict, dict, dict]:
     """(ε_T, ε_T by each accountant, the composition's parts, the total) of a model's
     certificate: the checks whose failure means a malformed file."""

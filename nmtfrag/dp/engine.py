@@ -44,7 +44,7 @@ from ..fileio import (MANIFEST, OWNER_DIR, atomic_writer, owner_path, prepare_ou
                       private_workdir, read_json, tool_versions, write_json,
                       write_owner_json)
 from ..finetune_job import FineTuneJob
-from ..model_dir import ModelDir, load_state
+from ..model_dir import ModelDir, allow_full_checkpoint_load, load_state
 from ..randomness import Seed, resolve_seed
 from ..trainable import TrainableSet
 from ..training_data import (MODEL_KIND, TagPolicy, TrainingSources, WorkLayout, model_files,
@@ -441,7 +441,7 @@ def _valid_bits(dataset, label_smoothing, model):
 def dp_finetune(job: FineTuneJob, config: DPConfig) -> dict:
     """DP-SGD fine-tuning of `job.model` on `job.train`; writes a model dir to `job.out`.
     Returns a summary dict (also printed as JSON by the CLI)."""
-    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    allow_full_checkpoint_load()
     seed = start(job, config)
     md = training_data.base_model(job)
     sources = dp_sources(job)

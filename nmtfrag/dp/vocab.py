@@ -327,7 +327,7 @@ class VocabularyJob:
     tgt: str
     out: str
     sigma: float
-    delta: float
+    delta: float | None  # required: None is refused (a DP vocabulary without δ is void)
     src_lang: str = "de"
     tgt_lang: str = "en"
     pretokenized: bool = False
@@ -360,6 +360,8 @@ def build_vocabulary(job: VocabularyJob) -> VocabularyResult:
     `job.src`/`job.tgt`, then learn BPE codes and dictionaries from the noisy histogram
     (or extend `job.extend`'s). Raises InputError for anything the user must fix; a
     refusal after counting leaves no OUT behind if it did not exist before."""
+    if job.delta is None:
+        raise InputError("--delta is required: a DP vocabulary without δ is void")
     n_lines = validate_parallel(job.src, job.tgt)
     # before any tokenising: n ≤ the line count, so δ_V ≥ 1/lines means δ_V ≥ 1/n
     check_vocab_delta(job.delta, n_lines, "input lines")
