@@ -7,9 +7,12 @@ sentence of 1024 tokens or more; callers skip such pairs and count them
 (`ALIGNER_MAX_TOKENS`). eflomal 2.0.0 cannot be seeded, so its output varies between
 runs: keep and reuse the alignment (`--keep-alignments`, `--alignments`) to reproduce.
 """
+from __future__ import annotations
+
 import contextlib
 import os
 import tempfile
+from typing import Iterator, Optional
 
 from .errors import InputError
 
@@ -17,7 +20,7 @@ ALIGNER_MAX_TOKENS = 1023  # eflomal gives no links to a sentence of >= 1024 tok
 
 
 @contextlib.contextmanager
-def _temp_files_in(directory):
+def _temp_files_in(directory: str) -> Iterator[None]:
     saved = tempfile.tempdir
     tempfile.tempdir = directory
     try:
@@ -29,7 +32,7 @@ def _temp_files_in(directory):
 PRIOR_FIELDS = {"LEX": 4, "HMMF": 3, "HMMR": 3, "FERF": 4, "FERR": 4}
 
 
-def check_priors(path):
+def check_priors(path: str) -> None:
     """Refuse a priors file eflomal would choke on (its own reader raises TypeError)."""
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such priors file")
@@ -49,8 +52,8 @@ def check_priors(path):
             raise InputError(f"{path}: invalid UTF-8") from None
 
 
-def align_files(src_path, tgt_path, fwd_path, rev_path, work_dir, priors_path=None,
-                verbose=False):
+def align_files(src_path: str, tgt_path: str, fwd_path: str, rev_path: str, work_dir: str,
+                priors_path: Optional[str] = None, verbose: bool = False) -> None:
     """Align tokenised, line-aligned files; write forward and reverse Pharaoh links.
 
     Both outputs are source-target `i-j` pairs, one line per input line.

@@ -7,17 +7,20 @@ pretrained embedding rows. Unknown subwords become `<unk>` and are counted; the 
 goes into the manifest (a high share means the BPE codes or dictionaries do not match
 the text).
 """
+from __future__ import annotations
+
 import contextlib
 import io
 import logging
 import os
 import re
+from typing import Iterator, Mapping
 
 from .errors import InputError
 
 
 @contextlib.contextmanager
-def fairseq_log_level(level=logging.WARNING):
+def fairseq_log_level(level: int = logging.WARNING) -> Iterator[None]:
     """Silence fairseq's INFO chatter for the duration of a call."""
     loggers = [logging.getLogger(n) for n in ("fairseq", "fairseq_cli")]
     saved = [lg.level for lg in loggers]
@@ -30,8 +33,9 @@ def fairseq_log_level(level=logging.WARNING):
             lg.setLevel(lv)
 
 
-def binarize(prefixes, dest_dir, src_dict, tgt_dict, src_lang="de", tgt_lang="en",
-             workers=1):
+def binarize(prefixes: Mapping[str, str], dest_dir: str, src_dict: str, tgt_dict: str,
+             src_lang: str = "de", tgt_lang: str = "en",
+             workers: int = 1) -> dict[str, dict[str, float]]:
     """Binarise `{prefix}.{src_lang}`/`{prefix}.{tgt_lang}` for each split.
 
     `prefixes` maps split names ("train", "valid", "test") to file prefixes of subword
@@ -65,16 +69,16 @@ def binarize(prefixes, dest_dir, src_dict, tgt_dict, src_lang="de", tgt_lang="en
         lg.removeHandler(handler)
         lg.setLevel(saved)
         lg.propagate = True
-    stats = {}
+    stats: dict[str, dict[str, float]] = {}
     pat = re.compile(r"\[(\w+)\] (\S+): (\d+) sents, (\d+) tokens, ([0-9.eE+-]+)% replaced")
     names = {os.path.basename(p): s for s, p in prefixes.items()}
     for m in pat.finditer(buf.getvalue()):
         lang, path, sents, toks, pct = m.groups()
-        split = names.get(os.path.basename(path).rsplit(".", 1)[0])
-        if split is None:
+        found = names.get(os.path.basename(path).rsplit(".", 1)[0])
+        if found is None:
             continue
         side = "src" if lang == src_lang else "tgt"
-        s = stats.setdefault(split, {})
+        s = stats.setdefault(found, {})
         s["lines"] = int(sents)
         s[f"{side}_tokens"] = int(toks)
         s[f"{side}_unk_pct"] = float(pct)

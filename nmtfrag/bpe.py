@@ -23,7 +23,10 @@ Tags: fastBPE would cut `<P>` into `<@@ P@@ >` and sacremoses would escape it to
 processed, and the tags are put back as whole tokens (which `nmtfrag.finetune` adds
 to the dictionaries).
 """
+from __future__ import annotations
+
 from functools import lru_cache
+from typing import Any, Iterable
 
 from .release import TAG_CLOSE, TAG_OPEN, TAGS
 from .tokenize import tokenize
@@ -31,7 +34,7 @@ from .tokenize import tokenize
 MODES = ("raw", "hub", "moses")
 
 
-def split_tags(line):
+def split_tags(line: str) -> tuple[str, bool]:
     """(inner text, tagged?) of a line `<P> … </P>` (tags as separate tokens)."""
     toks = line.split()
     if len(toks) >= 2 and toks[0] == TAG_OPEN and toks[-1] == TAG_CLOSE:
@@ -39,7 +42,7 @@ def split_tags(line):
     return line.strip(), False
 
 
-def strip_tags(line):
+def strip_tags(line: str) -> str:
     """Remove every tag token from a (model output) line."""
     return " ".join(t for t in line.split() if t not in TAGS)
 
@@ -51,12 +54,12 @@ def _detok(lang):
     return MosesDetokenizer(lang=lang)
 
 
-def moses_detokenize(text, lang, unescape=False):
+def moses_detokenize(text: str, lang: str, unescape: bool = False) -> str:
     """Undo Moses tokenisation (not escaping, unless asked)."""
     return _detok(lang).detokenize(text.split(), unescape=unescape)
 
 
-def hub_tokens(text, lang, mode):
+def hub_tokens(text: str, lang: str, mode: str) -> str:
     """Moses tokens of `text` as the hub pipeline sees them (see module doc)."""
     if mode == "hub":
         return " ".join(text.split())
@@ -67,7 +70,7 @@ def hub_tokens(text, lang, mode):
     return tokenize(text, lang)
 
 
-def load_fastbpe(codes_path):
+def load_fastbpe(codes_path: str) -> Any:
     """fastBPE.fastBPE(codes_path) without its "Loading codes from PATH" lines on the
     terminal (unless `nmtfrag -v`): they are noise, and they print a path of the machine."""
     import fastBPE
@@ -81,14 +84,15 @@ def load_fastbpe(codes_path):
 class BPE:
     """fastBPE with a model's `bpecodes` (the library fairseq's `fastbpe` option wraps)."""
 
-    def __init__(self, codes_path):
+    def __init__(self, codes_path: str) -> None:
         self.codes_path = codes_path
         self._bpe = load_fastbpe(codes_path)
 
-    def apply(self, lines):
+    def apply(self, lines: Iterable[str]) -> list[str]:
         return self._bpe.apply(list(lines))
 
-    def encode_lines(self, lines, lang, mode="raw", keep_tags=True):
+    def encode_lines(self, lines: Iterable[str], lang: str, mode: str = "raw",
+                     keep_tags: bool = True) -> tuple[list[str], int]:
         """Subword lines for `lines`; tagged lines keep `<P>`/`</P>` as whole tokens.
 
         Returns (subword lines, number of tagged lines).
@@ -104,6 +108,6 @@ class BPE:
         return out, sum(tagged)
 
 
-def remove_bpe(line):
+def remove_bpe(line: str) -> str:
     """fairseq's `--remove-bpe` for fastBPE's `@@ ` continuation marker."""
     return (line + " ").replace("@@ ", "").rstrip()

@@ -15,7 +15,7 @@ import os
 import re
 import signal
 import sys
-from typing import Any, Iterable, NoReturn, Sequence
+from typing import Any, Iterable, NoReturn, Optional, Sequence
 
 from . import __version__
 from .errors import InputError
@@ -75,14 +75,14 @@ def _typed_spelling(spellings: Sequence[str], typed: Sequence[str]) -> str | Non
     return None
 
 
-def one_line(text, limit=500):
+def one_line(text: object, limit: int = 500) -> str:
     """`text` on one line (whitespace runs collapsed), cut at `limit` characters: an
     error report is one line, whatever a library put in its message."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="nmtfrag",
         description="Adapt neural machine translation to confidential data: release "
@@ -140,7 +140,7 @@ def _fail(message, user_error):
     print(one_line(message), file=sys.stderr)
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     # fairseq calls torch.load without weights_only=False; torch >= 2.6 then refuses
     # every fairseq checkpoint. The flag is read at call time, so setting it here
     # covers all our commands without touching the user's shell.
@@ -164,7 +164,8 @@ def main(argv=None):
     from .fileio import CREATED_OUTPUTS, sweep_stale_workdirs
 
     CREATED_OUTPUTS.clear()
-    sweep_stale_workdirs((getattr(args, "work_dir", None),))
+    work_dir = getattr(args, "work_dir", None)
+    sweep_stale_workdirs((work_dir,) if work_dir else ())
     try:
         code = args._run(args)
     except InputError as exc:

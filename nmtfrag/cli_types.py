@@ -7,8 +7,11 @@ number is one `error: argument --OPTION: ...` line, exit 2, before anything is r
 or written. Each checker's name says the accepted range; NaN and ±inf are refused by
 every float checker.
 """
+from __future__ import annotations
+
 import argparse
 import math
+from typing import Callable
 
 # ε beyond this is no guarantee at all (e^ε overflows a double near 709); refusing it
 # early avoids overflow deep inside an accountant.
@@ -23,7 +26,7 @@ def _number(text, kind):
         raise argparse.ArgumentTypeError(f"expected {name}, got {text!r}") from None
 
 
-def finite_float(text):
+def finite_float(text: str) -> float:
     """Any finite number (NaN and ±inf refused)."""
     value = _number(text, float)
     if not math.isfinite(value):
@@ -31,7 +34,7 @@ def finite_float(text):
     return value
 
 
-def positive_float(text):
+def positive_float(text: str) -> float:
     """A finite number > 0."""
     value = finite_float(text)
     if value <= 0:
@@ -39,7 +42,7 @@ def positive_float(text):
     return value
 
 
-def nonnegative_float(text):
+def nonnegative_float(text: str) -> float:
     """A finite number ≥ 0."""
     value = finite_float(text)
     if value < 0:
@@ -47,7 +50,7 @@ def nonnegative_float(text):
     return value
 
 
-def probability(text):
+def probability(text: str) -> float:
     """A number strictly between 0 and 1 (a δ: 0 is no guarantee, 1 allows anything)."""
     value = finite_float(text)
     if not 0 < value < 1:
@@ -55,7 +58,7 @@ def probability(text):
     return value
 
 
-def rate(text):
+def rate(text: str) -> float:
     """A share or sampling rate in (0, 1]."""
     value = finite_float(text)
     if not 0 < value <= 1:
@@ -63,7 +66,7 @@ def rate(text):
     return value
 
 
-def fraction(text):
+def fraction(text: str) -> float:
     """A share in [0, 1) (dropout, label smoothing: 1 would discard everything)."""
     value = finite_float(text)
     if not 0 <= value < 1:
@@ -71,7 +74,7 @@ def fraction(text):
     return value
 
 
-def epsilon(text):
+def epsilon(text: str) -> float:
     """A privacy ε: finite, > 0 and at most MAX_EPSILON."""
     value = positive_float(text)
     if value > MAX_EPSILON:
@@ -80,7 +83,7 @@ def epsilon(text):
     return value
 
 
-def positive_int(text):
+def positive_int(text: str) -> int:
     """An integer ≥ 1."""
     value = _number(text, int)
     if value < 1:
@@ -88,7 +91,7 @@ def positive_int(text):
     return value
 
 
-def nonnegative_int(text):
+def nonnegative_int(text: str) -> int:
     """An integer ≥ 0."""
     value = _number(text, int)
     if value < 0:
@@ -96,7 +99,7 @@ def nonnegative_int(text):
     return value
 
 
-def seed(text):
+def seed(text: str) -> int:
     """A random seed: an integer in [0, 2**63) (numpy and torch refuse the others)."""
     value = _number(text, int)
     if not 0 <= value < 2 ** 63:
@@ -104,9 +107,9 @@ def seed(text):
     return value
 
 
-def int_at_least(low):
+def int_at_least(low: int) -> Callable[[str], int]:
     """An integer ≥ `low` (e.g. --patience, where -1 disables)."""
-    def check(text):
+    def check(text: str) -> int:
         value = _number(text, int)
         if value < low:
             raise argparse.ArgumentTypeError(f"must be ≥ {low}, got {text}")

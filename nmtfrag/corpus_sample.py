@@ -8,24 +8,28 @@ the source is sampled with it, so document-level privacy still works on the samp
 
     python3 -m nmtfrag.corpus_sample --src train.de --tgt train.en --lines 2500 --out DIR
 """
+from __future__ import annotations
+
 import argparse
 import os
 import random
 import sys
+from typing import Any, Optional, Sequence
 
 from .corpus import validate_parallel
 from .errors import InputError
 from .fileio import MANIFEST, atomic_writer, prepare_output_dir, sha256_file, write_json
 
 
-def sample_lines(n_total, n, seed):
+def sample_lines(n_total: int, n: int, seed: int) -> list[int]:
     """Sorted indices of a uniform sample of n of range(n_total)."""
     if not 0 < n <= n_total:
         raise InputError(f"cannot sample {n} pairs from a corpus of {n_total}")
     return sorted(random.Random(seed).sample(range(n_total), n))
 
 
-def sample_corpus(src, tgt, n, out, seed=1, overwrite=False):
+def sample_corpus(src: str, tgt: str, n: int, out: str, seed: int = 1,
+                  overwrite: bool = False) -> dict[str, Any]:
     """Write OUT/train.{de,en} (and train.docs when SRC's directory has one); return
     the manifest. Files are named after the inputs' suffixes."""
     total = validate_parallel(src, tgt)
@@ -49,7 +53,7 @@ def sample_corpus(src, tgt, n, out, seed=1, overwrite=False):
         if written != n:
             raise InputError(f"{path} has fewer lines than {src}")
         files.append(name)
-    manifest = {"kind": "nmtfrag-corpus-sample",
+    manifest: dict[str, Any] = {"kind": "nmtfrag-corpus-sample",
                 "params": {"lines": n, "seed": seed, "of": total},
                 "inputs": {os.path.basename(p): sha256_file(p) for p in inputs},
                 "files": files}
@@ -57,7 +61,7 @@ def sample_corpus(src, tgt, n, out, seed=1, overwrite=False):
     return manifest
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m nmtfrag.corpus_sample",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--src", required=True, metavar="FILE")

@@ -10,15 +10,20 @@ nothing changes; then FINAL-AND over the forward, then the reverse alignment. Th
 is our reference; Moses `symal` and fast_align `atools` differ from it and from each
 other on some sentences (see README).
 """
+from __future__ import annotations
+
 import itertools
 import re
+from typing import Callable, Iterable, Optional
+
+Point = tuple[int, int]
 
 NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
 
 
-def parse_pharaoh(line):
+def parse_pharaoh(line: str) -> set[Point]:
     """`"0-0 1-2"` → {(0, 0), (1, 2)}; raises ValueError on anything else."""
-    points = set()
+    points: set[Point] = set()
     for item in line.split():
         i, sep, j = item.partition("-")
         if not sep or not i.isdigit() or not j.isdigit():
@@ -30,7 +35,7 @@ def parse_pharaoh(line):
 _POINTS = re.compile(r"\s*(?:\d+-\d+(?:\s+|$))*")
 
 
-def parse_points(line):
+def parse_points(line: str) -> list[Point]:
     """`"0-0 1-2"` → [(0, 0), (1, 2)], file order, repeats kept; ValueError as
     `parse_pharaoh` (whose rules it keeps), but per line instead of per point in Python:
     extraction parses every line of the corpus alignment."""
@@ -40,13 +45,13 @@ def parse_points(line):
     return list(zip(numbers[0::2], numbers[1::2]))
 
 
-def canonical_points_python(line):
+def canonical_points_python(line: str) -> tuple[list[Point], str]:
     """(points sorted by (i, j) without repeats, their canonical text) of one line."""
     points = sorted(set(parse_points(line)))
     return points, format_pharaoh(points)
 
 
-def canonical_points(line):
+def canonical_points(line: str) -> tuple[list[Point], str]:
     """`canonical_points_python`, compiled where nmtfrag._phrases_fast was built: the
     given alignment of a whole corpus is parsed, sorted and rewritten line by line."""
     found = _canonical_alignment(line) if _canonical_alignment else None
@@ -59,32 +64,35 @@ except ImportError:
     _canonical_alignment = None
 
 
-def format_pharaoh(points):
+def format_pharaoh(points: Iterable[Point]) -> str:
     """Canonical text: points sorted by source then target index (one format call per
     line: the corpus alignment is written once per sentence pair)."""
-    points = sorted(points)
-    return " ".join(["%d-%d"] * len(points)) % tuple(itertools.chain.from_iterable(points))
+    ordered = sorted(points)
+    return " ".join(["%d-%d"] * len(ordered)) % tuple(itertools.chain.from_iterable(ordered))
 
 
-def union(fwd, rev, n_src=None, n_tgt=None):
+def union(fwd: Iterable[Point], rev: Iterable[Point], n_src: Optional[int] = None,
+          n_tgt: Optional[int] = None) -> set[Point]:
     return set(fwd) | set(rev)
 
 
-def intersection(fwd, rev, n_src=None, n_tgt=None):
+def intersection(fwd: Iterable[Point], rev: Iterable[Point], n_src: Optional[int] = None,
+                 n_tgt: Optional[int] = None) -> set[Point]:
     return set(fwd) & set(rev)
 
 
-def grow_diag_final_and(fwd, rev, n_src, n_tgt):
-    fwd, rev = set(fwd), set(rev)
-    both = fwd | rev
-    alignment = fwd & rev
+def grow_diag_final_and(fwd: Iterable[Point], rev: Iterable[Point], n_src: int,
+                        n_tgt: int) -> set[Point]:
+    fwd_set, rev_set = set(fwd), set(rev)
+    both = fwd_set | rev_set
+    alignment = fwd_set & rev_set
     src_aligned = {i for i, _ in alignment}
     tgt_aligned = {j for _, j in alignment}
-    rows = {}  # target index -> source indices aligned to it
+    rows: dict[int, set[int]] = {}  # target index -> source indices aligned to it
     for i, j in alignment:
         rows.setdefault(j, set()).add(i)
 
-    def add(i, j):
+    def add(i: int, j: int) -> None:
         alignment.add((i, j))
         src_aligned.add(i)
         tgt_aligned.add(j)
@@ -106,7 +114,7 @@ def grow_diag_final_and(fwd, rev, n_src, n_tgt):
                             (ni not in src_aligned or nj not in tgt_aligned):
                         add(ni, nj)
                         grew = True
-    for directional in (fwd, rev):  # FINAL-AND
+    for directional in (fwd_set, rev_set):  # FINAL-AND
         for j in range(n_tgt):
             for i in range(n_src):
                 if (i, j) in directional and i not in src_aligned and j not in tgt_aligned:
@@ -114,14 +122,15 @@ def grow_diag_final_and(fwd, rev, n_src, n_tgt):
     return alignment
 
 
-SYMMETRIZERS = {
+SYMMETRIZERS: dict[str, Callable[[Iterable[Point], Iterable[Point], int, int], set[Point]]] = {
     "union": union,
     "intersection": intersection,
     "grow-diag-final-and": grow_diag_final_and,
 }
 
 
-def symmetrize(fwd, rev, method, n_src, n_tgt):
+def symmetrize(fwd: Iterable[Point], rev: Iterable[Point], method: str, n_src: int,
+               n_tgt: int) -> set[Point]:
     """Combine two directional alignments with one of SYMMETRIZERS."""
     try:
         combine = SYMMETRIZERS[method]

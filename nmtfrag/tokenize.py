@@ -5,6 +5,8 @@ fairseq's `moses` tokenizer calls sacremoses with `aggressive_dash_splits=True` 
 token sequence the model will see, or phrase boundaries and the model's vocabulary
 would disagree.
 """
+from __future__ import annotations
+
 from functools import lru_cache
 
 
@@ -15,12 +17,12 @@ def _moses(lang):
     return MosesTokenizer(lang=lang)
 
 
-def tokenize(text, lang):
+def tokenize(text: str, lang: str) -> str:
     """Tokenise one segment as fairseq's hub `encode` does before BPE."""
     return _moses(lang).tokenize(text, aggressive_dash_splits=True, return_str=True,
                                  escape=True)
 
 
-def to_tokens(text, lang, pretokenized=False):
+def to_tokens(text: str, lang: str, pretokenized: bool = False) -> list[str]:
     """Tokens of one segment: whitespace split if already Moses-tokenised."""
     return text.split() if pretokenized else tokenize(text, lang).split()

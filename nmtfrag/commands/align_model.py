@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     opt.add_verbose(p, "show eflomal's progress")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     import os
     import sys
 

@@ -312,5 +312,5 @@ def _run_compare(args):
     return 0
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     return args._audit_run(args)

@@ -57,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     opt.add_decoding(p.add_argument_group("generation"))
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     import sys
 
     from ..evaluate import evaluate

@@ -137,7 +137,7 @@ def _add_files(wk: opt.OptionGroup) -> None:
     opt.add_verbose(wk, "show eflomal's progress")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     from ..tmx import tmx_corpus
 
     with tmx_corpus(args, work_dir=args.work_dir):  # --tmx: the two files, privately

@@ -16,11 +16,18 @@ examples:
       --valid-src valid.de --valid-tgt valid.en --out adapted/ --max-epochs 3
   nmtfrag finetune ... --out adapted/ --resume      # continue a killed run
 """
+from __future__ import annotations
+
 import argparse
+from typing import TYPE_CHECKING
 
 from .. import cli_options as opt
 from .. import cli_types as ct
 from ..dp import cli_args as dp_cli
+
+if TYPE_CHECKING:
+    from ..finetune import FineTuneConfig
+    from ..finetune_job import FineTuneJob
 
 HELP = "fine-tune a WMT19-format model on a release or parallel files (fairseq)"
 
@@ -114,7 +121,7 @@ def _add_training(tr: opt.OptionGroup) -> None:
                     help="only warnings on the console (train.log keeps everything)")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     from ..errors import InputError
     from ..tmx import is_tmx, tmx_corpus
 
@@ -150,7 +157,7 @@ def _run(args):
     return _report(finetune(job, config_from_args(args)), args.out)
 
 
-def job_from_args(args, world_size):
+def job_from_args(args: argparse.Namespace, world_size: int) -> FineTuneJob:
     """The FineTuneJob both methods take, from the options."""
     from ..errors import InputError
     from ..finetune_job import FineTuneJob
@@ -169,7 +176,7 @@ def job_from_args(args, world_size):
         save_every=getattr(args, "dp_save_every", 10))
 
 
-def config_from_args(args):
+def config_from_args(args: argparse.Namespace) -> FineTuneConfig:
     """fairseq's training method (FineTuneConfig) from the options."""
     from ..finetune import FineTuneConfig
 

@@ -58,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(its first group if it has one)")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     import json
     import os
     import sys

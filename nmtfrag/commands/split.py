@@ -80,7 +80,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     opt.add_overwrite(p, "replace a finished split in --out")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     from ..errors import InputError
 
     if bool(args.docs) == bool(args.tmx):

@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     opt.add_overwrite(p, "replace a finished report in --out")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     import sys
 
     from ..fileio import prepare_output_dir

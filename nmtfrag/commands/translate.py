@@ -39,7 +39,7 @@ def _refuse_control(lines):
                              f"not hold control characters")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     import sys
 
     from ..errors import InputError
