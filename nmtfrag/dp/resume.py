@@ -16,10 +16,25 @@ The identity (hashes of the model and data files, every setting that changes wha
 trained or how) is written to OUT/owner/dp-run.json before training; `--resume` with
 different settings is refused with an error naming what differs.
 """
+from __future__ import annotations
+
 import os
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol
 
 from ..errors import InputError
+
+if TYPE_CHECKING:  # torch and numpy are imported where a state is captured or restored
+    import numpy as np
+    import torch
+
+    from ..finetune_job import FineTuneJob
+    from ..trainable import TrainableSet
+
+State = dict[str, Any]  # what `capture` returns and `torch.save` writes
+# The accountant's history: [noise multiplier, sampling rate, steps] per stretch of steps.
+History = list[list[Any]]
 
 STATE = "dp-state.pt"
 IDENTITY = "dp-run.json"
@@ -27,22 +42,31 @@ COUNT = "dp-count.json"  # the DP unit count ñ the run drew (owner-only), reuse
 SAVE_SECONDS = 900  # save at least this often whatever `save_every` says
 
 
-def _owner_file(out, name):
+def _owner_file(out: str, name: str) -> str:
     """OUT/owner/NAME (without creating the folder: a check must not write)."""
     from ..fileio import OWNER_DIR
 
     return os.path.join(out, OWNER_DIR, name)
 
 
-def state_path(out):
+def state_path(out: str) -> str:
     return _owner_file(out, STATE)
 
 
-def identity_path(out):
+def identity_path(out: str) -> str:
     return _owner_file(out, IDENTITY)
 
 
-def run_identity(config, job, hashes):
+class RunSettings(Protocol):
+    """What `run_identity` reads of a training method's settings (a dataclass such as
+    nmtfrag.dp.engine.DPConfig, which imports this module: named here as a protocol)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+    params: TrainableSet
+
+
+def run_identity(config: RunSettings, job: FineTuneJob,
+                 hashes: Mapping[str, str]) -> dict[str, Any]:
     """What makes two runs the same run: input hashes and every setting that changes
     the trained model or its randomness (not threads, device, logging or saving)."""
     import dataclasses
@@ -55,8 +79,8 @@ def run_identity(config, job, hashes):
                 "label_smoothing", "world_size")}}
 
 
-def _flatten(d, prefix=""):
-    out = {}
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for k, v in d.items():
         if isinstance(v, dict) and v:
             out.update(_flatten(v, f"{prefix}{k}."))
@@ -65,14 +89,14 @@ def _flatten(d, prefix=""):
     return out
 
 
-def identity_differences(saved, now):
+def identity_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     """['name: was X, now Y', …] for every setting or input that differs."""
     a, b = _flatten(saved), _flatten(now)
     return [f"{k}: was {a.get(k)!r}, now {b.get(k)!r}"
             for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
-def check_resumable(out, identity):
+def check_resumable(out: str, identity: Mapping[str, Any]) -> None:
     """Refuse `--resume` without an interrupted run in `out`, or with other settings."""
     import json
 
@@ -93,7 +117,7 @@ def check_resumable(out, identity):
                          "again with --overwrite")
 
 
-def refuse_unfinished(out, overwrite):
+def refuse_unfinished(out: str, overwrite: bool) -> None:
     """Without --resume, an interrupted run is kept unless --overwrite says otherwise."""
     from ..fileio import MANIFEST
 
@@ -103,13 +127,13 @@ def refuse_unfinished(out, overwrite):
                          "it or --overwrite to start again")
 
 
-def write_identity(out, identity):
+def write_identity(out: str, identity: Mapping[str, Any]) -> None:
     from ..fileio import write_owner_json
 
     write_owner_json(out, identity, name=IDENTITY)
 
 
-def save_count(out, n_hat):
+def save_count(out: str, n_hat: float) -> None:
     """Keep the DP unit count ñ (nmtfrag.dp.unit_count) so a resumed run plans with the
     same one: drawing it again would change the rates and spend the count twice."""
     from ..fileio import write_owner_json
@@ -117,7 +141,7 @@ def save_count(out, n_hat):
     write_owner_json(out, {"noisy_count": n_hat}, name=COUNT)
 
 
-def saved_count(out):
+def saved_count(out: str) -> Optional[float]:
     """ñ of the interrupted run, or None."""
     from ..fileio import read_json
 
@@ -125,14 +149,14 @@ def saved_count(out):
     return float(read_json(path)["noisy_count"]) if os.path.isfile(path) else None
 
 
-def discard(out):
+def discard(out: str) -> None:
     """Remove the saved state (a finished run, or a run started again)."""
     for p in (state_path(out), identity_path(out), _owner_file(out, COUNT)):
         if os.path.exists(p):
             os.unlink(p)
 
 
-def prepare(out, identity, resuming, overwrite):
+def prepare(out: str, identity: Mapping[str, Any], resuming: bool, overwrite: bool) -> None:
     """Before training: check a resume against the interrupted run, or start afresh
     (refusing to drop an interrupted run without --overwrite) and record the identity."""
     _remove_partial_saves(out)
@@ -144,7 +168,7 @@ def prepare(out, identity, resuming, overwrite):
     write_identity(out, identity)
 
 
-def _remove_partial_saves(out):
+def _remove_partial_saves(out: str) -> None:
     """A kill during a save leaves its temp file (fileio.atomic_writer) in OUT/owner/."""
     from ..fileio import OWNER_DIR
 
@@ -158,7 +182,9 @@ class Interrupted(BaseException):
     """Raised by Checkpointer.stop_after (tests): a kill at a chosen step."""
 
 
-def capture(step, params, optimizer, rng, generator, history, records):
+def capture(step: int, params: Sequence[torch.Tensor], optimizer: torch.optim.Optimizer,
+            rng: np.random.Generator, generator: torch.Generator,
+            history: Iterable[Iterable[float]], records: Iterable[dict]) -> State:
     """Everything a later process needs to continue after noisy step `step`."""
     import torch
 
@@ -171,7 +197,9 @@ def capture(step, params, optimizer, rng, generator, history, records):
                          else None)}
 
 
-def restore(state, params, optimizer, rng, generator):
+def restore(state: Mapping[str, Any], params: Sequence[torch.Tensor],
+            optimizer: torch.optim.Optimizer, rng: np.random.Generator,
+            generator: torch.Generator) -> tuple[int, History, list[dict]]:
     """Put a captured state back; returns (next step, history, records)."""
     import torch
 
@@ -195,20 +223,21 @@ class Checkpointer:
     `load()` gives the saved state back. Only rank 0 writes. A class, not a closure, so
     spawned processes get it."""
 
-    stop_after = None  # tests set it: raise Interrupted after this step (a kill)
+    stop_after: Optional[int] = None  # tests set it: raise Interrupted after this step (a kill)
 
-    def __init__(self, path, every=10, resume=False):
+    def __init__(self, path: str, every: Optional[int] = 10, resume: bool = False) -> None:
         self.path, self.every, self.resume = path, int(every or 0), resume
         self.last = time.time()
 
-    def load(self):
+    def load(self) -> Optional[State]:
         import torch
 
         if not self.resume:
             return None
         return torch.load(self.path, map_location="cpu", weights_only=False)
 
-    def after_step(self, step, total, get_state, rank=0):
+    def after_step(self, step: int, total: int, get_state: Callable[[], State],
+                   rank: int = 0) -> None:
         """Save after `step` when due (not after the last one: the run then finishes)."""
         due = self.every and (step % self.every == 0
                               or time.time() - self.last >= SAVE_SECONDS)
@@ -217,7 +246,7 @@ class Checkpointer:
         if self.stop_after is not None and step >= self.stop_after:
             raise Interrupted(f"stopped after step {step} (test hook)")
 
-    def save(self, state):
+    def save(self, state: State) -> None:
         import torch
 
         from ..fileio import atomic_writer

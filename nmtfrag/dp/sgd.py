@@ -445,7 +445,9 @@ def train_dp(model: torch.nn.Module, dataset: LanguagePairDataset, *, steps: int
     rng, dp.generator = shared_generators(seed)
     rank, world = distributed_group()
     sizes = dataset.src_sizes + (dataset.tgt_sizes if dataset.tgt_sizes is not None else 0)
-    history, records, start = [], [], 0
+    history: list[list] = []  # [noise multiplier, rate, steps] per stretch
+    records: list[dict] = []
+    start = 0
     saved = checkpointer.load() if checkpointer is not None else None
     if saved is not None:
         from . import resume
