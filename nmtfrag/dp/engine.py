@@ -227,6 +227,7 @@ def plan_noise(config: DPConfig, n_units: float, fixed: Sequence[tuple] = ()
         comp = accounting.composition_record(accounting.RDP_COMPOSITION, config.delta)
         return float(config.noise_multiplier), segs, steps, rate_segs, comp
     eps_count, d_count, d_train = unit_count.basic_split(config.delta)
+    assert config.target_epsilon is not None  # DPConfig: σ or a target ε, not neither
     bound = config.target_epsilon - eps_count  # > 0: DPConfig.check_rates
     while eps_count + bound > config.target_epsilon:  # the certificate is ≤ E, not E + ulp
         bound = math.nextafter(bound, 0.0)
@@ -589,7 +590,7 @@ class NoisePlan:
     from ñ (`n_hat`) and the planning count."""
     n: int
     n_hat: float
-    n_plan: int
+    n_plan: float
     count_segment: tuple
     sigma: float
     segments: list

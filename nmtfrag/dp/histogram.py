@@ -25,34 +25,45 @@ frequent items stop absorbing budget. Its weights have L2 sensitivity 1 (Gopi et
 most 1/√t when that unit has t new items, hence the threshold
 ρ = max_t [1/√t + σ·Φ⁻¹((1 − δ_T)^(1/t))].
 """
+from __future__ import annotations
+
 import math
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Optional, TypeVar
 
 from ..errors import InputError
 
+if TYPE_CHECKING:  # numpy is imported by the callers that draw noise
+    import numpy as np
 
-def threshold(sigma, delta_threshold, cap):
+# What is counted: a vocabulary word (nmtfrag.dp.vocab) or a phrase pair (phrase_release).
+Item = TypeVar("Item", str, tuple[str, str])
+
+
+def threshold(sigma: float, delta_threshold: float, cap: int) -> float:
     """T = 1 + σ·Φ⁻¹(1 − δ_T/K): a count-1 item passes with probability δ_T/K."""
     from scipy.stats import norm
 
     return 1.0 + sigma * float(norm.isf(delta_threshold / cap))
 
 
-def tail_probability(sigma, thr):
+def tail_probability(sigma: float, thr: float) -> float:
     """P(1 + N(0, σ²) ≥ T): chance that an item held by one unit is released."""
     from scipy.stats import norm
 
     return float(norm.sf((thr - 1.0) / sigma))
 
 
-def gaussian_epsilon(sigma, delta_gauss, cap):
+def gaussian_epsilon(sigma: float, delta_gauss: float, cap: float) -> float:
     """ε of the noisy counts (L2 sensitivity √K, noise σ), analytic Gaussian mechanism."""
     from .accounting import analytic_gaussian_epsilon
 
     return analytic_gaussian_epsilon(sigma, delta_gauss, math.sqrt(cap))
 
 
-def sigma_for_epsilon(epsilon, delta_gauss, cap, rel_tol=1e-6):
+def sigma_for_epsilon(epsilon: float, delta_gauss: float, cap: float,
+                      rel_tol: float = 1e-6) -> float:
     """Smallest σ whose counts are (ε, δ_G)-DP at sensitivity √K (bisection; ε falls
     as σ grows)."""
     if not (epsilon > 0) or math.isinf(epsilon):
@@ -69,7 +80,7 @@ def sigma_for_epsilon(epsilon, delta_gauss, cap, rel_tol=1e-6):
     return hi
 
 
-def check_params(delta, cap):
+def check_params(delta: Optional[float], cap: Optional[int]) -> None:
     if delta is None or not 0 < delta < 1:
         raise InputError("--delta is required and must be in (0, 1): a DP histogram "
                          "without δ is void")
@@ -77,14 +88,16 @@ def check_params(delta, cap):
         raise InputError(f"the per-unit cap must be ≥ 1, got {cap}")
 
 
-def unit_counts(units, cap, select=None, stats=None):
+def unit_counts(units: Iterable[Iterable[Item]], cap: int,
+                select: Optional[Callable[[list[Item], int], list[Item]]] = None,
+                stats: Optional[dict[str, int]] = None) -> Counter[Item]:
     """Counter of items over units: each distinct item once per unit, ≤ `cap` per unit.
 
     `units` yields iterables of items. A unit with more than `cap` distinct items keeps
     `select(distinct, cap)` of them (default: the first `cap` in order of appearance);
     any choice that depends only on the unit itself keeps the sensitivity bound.
     """
-    counts = Counter()
+    counts: Counter[Item] = Counter()
     stats = stats if stats is not None else {}
     for key in ("units", "truncated_units", "dropped_items"):
         stats.setdefault(key, 0)
@@ -99,7 +112,8 @@ def unit_counts(units, cap, select=None, stats=None):
     return counts
 
 
-def noisy_threshold(counts, sigma, thr, rng):
+def noisy_threshold(counts: Mapping[Item, float], sigma: float, thr: float,
+                    rng: np.random.Generator) -> dict[Item, float]:
     """{item: noisy count} of the items whose noisy count reaches `thr`.
 
     Items are noised in sorted order, so a seeded run is reproducible whatever the
@@ -109,7 +123,7 @@ def noisy_threshold(counts, sigma, thr, rng):
     return {w: counts[w] + z for w, z in zip(items, noise) if counts[w] + z >= thr}
 
 
-def policy_threshold(sigma, delta_threshold, cap):
+def policy_threshold(sigma: float, delta_threshold: float, cap: int) -> float:
     """ρ = max over t ≤ Δ0 of 1/√t + σ·Φ⁻¹((1 − δ_T)^(1/t)) (Gopi et al. 2020, §5.2): the
     items of one unit all stay below ρ with probability ≥ 1 − δ_T, however it spreads
     its budget of 1 over t of them."""
@@ -119,12 +133,14 @@ def policy_threshold(sigma, delta_threshold, cap):
                for t in range(1, cap + 1))
 
 
-def policy_weights(units, cap, cutoff, rng, stats=None):
+def policy_weights(units: Sequence[Sequence[Item]], cap: int, cutoff: float,
+                   rng: np.random.Generator,
+                   stats: Optional[dict[str, int]] = None) -> dict[Item, float]:
     """Gopi et al.'s ℓ2-descent weights: {item: weight}, each unit's increments of L2
     norm ≤ 1 pushing its (≤ `cap`, random) items still below `cutoff` Γ towards it.
 
     `units` is a list of item lists; they are visited in a random order."""
-    weights = {}
+    weights: dict[Item, float] = {}
     stats = stats if stats is not None else {}
     for key in ("units", "truncated_units", "dropped_items"):
         stats.setdefault(key, 0)

@@ -24,7 +24,7 @@ threshold.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -117,6 +117,7 @@ def select_pairs(unit_pairs: Iterable[Sequence[tuple[str, str]]], params: DPRele
     def random_subset(distinct, k):
         return [distinct[i] for i in sorted(rng.choice(len(distinct), k, replace=False))]
 
+    counts: Mapping[tuple[str, str], float]
     if params.weights == "policy":
         counts = histogram.policy_weights(list(unit_pairs), params.cap,
                                           thr + params.cutoff_sigmas * sigma, rng, stats)

@@ -21,7 +21,15 @@ curve is fixed before ñ is seen (nmtfrag.dp.accounting.certify_training):
   analytic-Gaussian ε of the count at δ_count, and σ makes the training alone reach
   ε_train ≤ E − ε_count at δ − δ_count whatever ñ is.
 """
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy is imported where the count is drawn
+    import numpy as np
+
+    from ..randomness import Seed
 
 # Public noise of the count. In logical-batch mode the count costs ε_count by basic
 # composition (not the ~0.01 of an RDP segment): s = 20 costs 0.22 at δ_count = 1e-7,
@@ -35,12 +43,12 @@ COUNT_NOISE = 100.0
 COUNT_DELTA_SHARE = 0.1
 
 
-def count_segment(noise=COUNT_NOISE):
+def count_segment(noise: float = COUNT_NOISE) -> tuple[float, float, int]:
     """The count's entry in a privacy history: one Gaussian step of sensitivity 1."""
     return (float(noise), 1.0, 1)
 
 
-def count_rng(seed):
+def count_rng(seed: Seed) -> np.random.Generator:
     """numpy generator of the count noise: from the seed (a stream of its own, so it
     is not the one other mechanisms draw) when the run is seeded, else secret."""
     import numpy as np
@@ -50,12 +58,12 @@ def count_rng(seed):
     return seed.numpy_rng()
 
 
-def noisy_count(n, rng, noise=COUNT_NOISE):
+def noisy_count(n: float, rng: np.random.Generator, noise: float = COUNT_NOISE) -> float:
     """ñ = n + N(0, noise²): the only form in which n may leave the owner."""
     return float(n) + float(rng.normal(0.0, noise))
 
 
-def planning_count(n_hat, largest_batch):
+def planning_count(n_hat: float, largest_batch: float) -> float:
     """The count every rate and step is computed from: ñ, raised to the largest
     scheduled logical batch when it is below (so q ≤ 1). A function of ñ only."""
     if not math.isfinite(n_hat):
@@ -63,7 +71,7 @@ def planning_count(n_hat, largest_batch):
     return max(float(n_hat), float(largest_batch), 1.0)
 
 
-def basic_split(delta, noise=COUNT_NOISE):
+def basic_split(delta: float, noise: float = COUNT_NOISE) -> tuple[float, float, float]:
     """(ε_count, δ_count, δ_train) of the basic composition in logical-batch mode: the
     count's analytic-Gaussian ε at δ_count = δ/10, and the δ left to the training.
     Functions of public inputs only, so the split is fixed before ñ is drawn."""
