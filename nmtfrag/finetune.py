@@ -169,15 +169,15 @@ def build_train_cfg(argv: list[str], ckpt_model_args: dict) -> DictConfig:
 class _LogCapture(logging.Handler):
     """Keeps fairseq's log lines in OUT/train.log (and the valid losses in memory)."""
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         super().__init__(logging.INFO)
         self.file = open(path, "a", encoding="utf-8")
         self.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | "
                                             "%(message)s", "%Y-%m-%d %H:%M:%S"))
-        self.valid = []
-        self.loaded = []
+        self.valid: list[dict[str, float | None]] = []
+        self.loaded: list[str] = []
 
-    def emit(self, record):
+    def emit(self, record: logging.LogRecord) -> None:
         msg = record.getMessage()
         self.file.write(self.format(record) + "\n")
         self.file.flush()
@@ -192,7 +192,7 @@ class _LogCapture(logging.Handler):
         if msg.startswith("Loaded checkpoint"):
             self.loaded.append(msg)
 
-    def close(self):
+    def close(self) -> None:
         self.file.close()
         super().close()
 
@@ -201,7 +201,7 @@ class _ProgressOnly(logging.Filter):
     """fairseq's per-interval and per-epoch loss lines (its progress bar renames its
     logger to train / train_inner / valid) and warnings; not its set-up dump."""
 
-    def filter(self, record):
+    def filter(self, record: logging.LogRecord) -> bool:
         return record.levelno >= logging.WARNING or \
             record.name in ("train", "train_inner", "valid")
 

@@ -15,39 +15,42 @@ script), before any heavy import:
 - `silence_stderr()` mutes C-level chatter (fastBPE's "Loading codes from …").
 With `-v/--verbose` everything is shown as before.
 """
+from __future__ import annotations
+
 import contextlib
 import logging
 import os
 import sys
 import warnings
+from typing import IO, Iterator
 
 NOISY_CATEGORIES = (UserWarning, FutureWarning, DeprecationWarning)
-_state = {"verbose": True}  # nothing filtered unless install() said so
+_state: dict[str, bool] = {"verbose": True}  # nothing filtered unless install() said so
 
 
 class _OwnInfoOrWarnings(logging.Filter):
     """Pass nmtfrag's own records at any level, everybody else's at WARNING or above."""
 
-    def filter(self, record):
+    def filter(self, record: logging.LogRecord) -> bool:
         return record.levelno >= logging.WARNING or record.name.split(".")[0] == "nmtfrag"
 
 
 class _Stderr(logging.StreamHandler):
     """A handler on whatever sys.stderr is at the time of the record (tests swap it)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
 
     @property
-    def stream(self):
+    def stream(self) -> IO[str]:
         return sys.stderr
 
     @stream.setter
-    def stream(self, value):
+    def stream(self, value: IO[str]) -> None:
         pass
 
 
-def install(verbose=False):
+def install(verbose: bool = False) -> None:
     """Set up the console for one command: quiet unless `verbose`.
 
     The root handler is added only where nobody set one up yet (a fresh `nmtfrag`
@@ -71,20 +74,20 @@ def install(verbose=False):
     names = {UserWarning: "UserWarning", FutureWarning: "FutureWarning",
              DeprecationWarning: "DeprecationWarning"}
     extra = ",".join(f"ignore::{names[c]}" for c in NOISY_CATEGORIES)
-    old = os.environ.get("PYTHONWARNINGS")
-    if not old:
+    before = os.environ.get("PYTHONWARNINGS")
+    if not before:
         os.environ["PYTHONWARNINGS"] = extra
-    elif extra not in old:  # once, however often a host calls install()
-        os.environ["PYTHONWARNINGS"] = f"{old},{extra}"
+    elif extra not in before:  # once, however often a host calls install()
+        os.environ["PYTHONWARNINGS"] = f"{before},{extra}"
 
 
-def verbose():
+def verbose() -> bool:
     """True when third-party output should reach the console (-v, or install() not run)."""
     return _state["verbose"]
 
 
 @contextlib.contextmanager
-def silence_stderr():
+def silence_stderr() -> Iterator[None]:
     """Mute file descriptor 2 for a block of C code that prints there (unless verbose).
 
     Python-level writes to sys.stderr are flushed first so nothing of ours is lost."""

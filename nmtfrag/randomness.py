@@ -7,8 +7,15 @@ draws from the operating system's cryptographic source (`secrets`) unless the us
 passes `--seed`; a seeded run is marked *not private* in what it ships, and the seed
 itself is written only to owner-only files.
 """
+from __future__ import annotations
+
 import secrets
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # numpy and torch are imported where a generator is made
+    import numpy as np
+    import torch
 
 SECRET = "secret"
 SEEDED = "seeded"
@@ -25,10 +32,10 @@ class Seed:
     reproducible: bool
 
     @property
-    def source(self):
+    def source(self) -> str:
         return SEEDED if self.reproducible else SECRET
 
-    def public_record(self):
+    def public_record(self) -> dict[str, Any]:
         """What a shipped manifest may say about the randomness (never the seed)."""
         if self.reproducible:
             return {"source": SEEDED, "private": False,
@@ -37,17 +44,17 @@ class Seed:
         return {"source": SECRET, "private": True,
                 "note": "drawn from the operating system's cryptographic source"}
 
-    def owner_record(self):
+    def owner_record(self) -> dict[str, Any]:
         """What an owner-only manifest records (the seed, so the owner can reproduce)."""
         return {"source": self.source, "seed": self.value if self.reproducible else None}
 
-    def numpy_rng(self):
+    def numpy_rng(self) -> np.random.Generator:
         import numpy as np
 
         return np.random.default_rng(self.value if self.reproducible
                                      else secrets.randbits(128))
 
-    def torch_generator(self):
+    def torch_generator(self) -> torch.Generator:
         import torch
 
         return torch.Generator().manual_seed(self.value if self.reproducible

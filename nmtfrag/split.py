@@ -212,7 +212,7 @@ class _Reader:
             _, src, tgt = _parse_line(body, self.index.path, line_no)
             yield src, tgt
 
-    def close(self):
+    def close(self) -> None:
         self.f.close()
 
 

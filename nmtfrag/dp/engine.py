@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .. import trainable, training_data
 from ..binarize import fairseq_log_level
@@ -743,7 +743,7 @@ def certificate(config: DPConfig, job: FineTuneJob, plan: NoisePlan, setup: Mode
     if simulate.mode(config) != "private":  # ε of the planned run, for the record
         history = accounting.rates_history(plan.sigma, plan.rate_segments)
     history = [plan.count_segment] + [tuple(h) for h in history]
-    training = {"mechanism": "DP-SGD, Poisson-subsampled Gaussian, add/remove one unit",
+    training: dict[str, Any] = {"mechanism": "DP-SGD, Poisson-subsampled Gaussian, add/remove one unit",
                 "neighbouring": "add/remove one unit; the number of units is not shipped",
                 "unit": unit_text(config), "privacy_unit": config.unit,
                 "unit_key": config.unit_key,
