@@ -11,7 +11,10 @@ random order. One numpy generator drives everything: pass a secret one
 (`randomness.resolve_seed(None).numpy_rng()`), since whoever can replay the stream (a
 known seed) can undo the shuffle and put every occurrence back at its corpus position.
 """
+from __future__ import annotations
+
 import os
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -25,7 +28,7 @@ def _take(items, indices):
     return objects[indices].tolist()
 
 
-def buckets_for(n_sentences, sentences_per_bucket=250, most=512):
+def buckets_for(n_sentences: int, sentences_per_bucket: int = 250, most: int = 512) -> int:
     """Enough buckets that each holds the phrase pairs of ~250 sentences (flat memory)."""
     return max(8, min(most, -(-n_sentences // sentences_per_bucket)))
 
@@ -33,18 +36,19 @@ def buckets_for(n_sentences, sentences_per_bucket=250, most=512):
 class ExternalShuffle:
     """Collect records (strings without newlines), then yield a shuffled sample."""
 
-    def __init__(self, work_dir, seed, n_buckets=64):
+    def __init__(self, work_dir: str, seed: int | np.random.Generator, n_buckets: int = 64,
+                 ) -> None:
         # `seed`: a numpy Generator (used as is) or an int (a reproducible, public stream)
         self.rng = np.random.default_rng(seed)
         self.paths = [os.path.join(work_dir, f"bucket{b:04d}") for b in range(n_buckets)]
         self.files = [open(p, "w", encoding="utf-8", newline="\n") for p in self.paths]
         self.sizes = np.zeros(n_buckets, dtype=np.int64)
-        self._pending = []  # records not yet in a bucket (fewer than BUCKET_BLOCK)
+        self._pending: list[str] = []  # records not yet in a bucket (fewer than BUCKET_BLOCK)
 
-    def add(self, record):
+    def add(self, record: str) -> None:
         self.add_many((record,))
 
-    def add_many(self, records):
+    def add_many(self, records: Iterable[str]) -> None:
         """Queue records; they go to their buckets a block of BUCKET_BLOCK at a time.
 
         Same bucket ids as one draw per record (blocks are drawn in the same order, the
@@ -67,15 +71,15 @@ class ExternalShuffle:
                 start += n
 
     @property
-    def total(self):
+    def total(self) -> int:
         return int(self.sizes.sum()) + len(self._pending)
 
-    def sample(self, rate):
+    def sample(self, rate: float) -> Iterator[str]:
         """Yield exactly round(rate · total) records, in a uniformly random order."""
         for chunk in self.sample_chunks(rate):
             yield from chunk
 
-    def sample_chunks(self, rate):
+    def sample_chunks(self, rate: float) -> Iterator[list[str]]:
         """`sample` as lists of records (one per bucket), for writing in big blocks."""
         if self._pending:
             self._distribute(self._pending)
@@ -91,7 +95,7 @@ class ExternalShuffle:
             os.unlink(path)
             yield _take(records, self.rng.permutation(len(records))[:k])
 
-    def close(self):
+    def close(self) -> None:
         for f in self.files:
             f.close()
         for path in self.paths:

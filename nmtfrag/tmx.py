@@ -32,12 +32,16 @@ document is unknown.
 
 A malformed file is one InputError naming its line and column (the parser's position).
 """
+from __future__ import annotations
+
+import argparse
 import contextlib
 import gzip
 import os
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
 
 from .errors import InputError
 
@@ -53,27 +57,27 @@ class TmxLog:
     units: int = 0
     pairs: int = 0
     documents: int = 0
-    skipped: dict = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
 
-    def skip(self, reason):
+    def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
-    def to_json(self):
+    def to_json(self) -> dict[str, Any]:
         return {"units": self.units, "pairs": self.pairs, "documents": self.documents,
                 "skipped": dict(sorted(self.skipped.items()))}
 
 
-def is_tmx(path):
+def is_tmx(path: object) -> bool:
     """A path named like a translation memory."""
     return str(path).lower().endswith(TMX_SUFFIXES)
 
 
-def primary_subtag(code):
+def primary_subtag(code: Optional[str]) -> str:
     """`de` of `de`, `DE-de`, `de_AT`; '' for none."""
     return re.split(r"[-_]", (code or "").strip().lower(), maxsplit=1)[0]
 
 
-def seg_text(el):
+def seg_text(el: ET.Element) -> str:
     """Text of a <seg> (or <hi>) under TMX 1.4b's inline rules (see module doc)."""
     parts = [el.text or ""]
     for child in el:
@@ -109,7 +113,7 @@ def _unit_doc(tu, doc_prop, n, path):
                      f"{', '.join(found) or 'none'})")
 
 
-def first_unit_props(path):
+def first_unit_props(path: str) -> list[str]:
     """The <prop type>s of the first <tu> (to suggest a --doc-prop)."""
     try:
         with _open(path) as f:
@@ -121,7 +125,8 @@ def first_unit_props(path):
     return []
 
 
-def read_tmx(path, src_lang, tgt_lang, doc_prop=None, log=None):
+def read_tmx(path: str, src_lang: str, tgt_lang: str, doc_prop: Optional[str] = None,
+             log: Optional[TmxLog] = None) -> Iterator[tuple[Optional[str], str, str]]:
     """Yield (doc_id or None, src, tgt) for each <tu> with both languages, in file order.
 
     Memory stays flat: every finished <tu> is removed from the tree."""
@@ -173,7 +178,8 @@ def read_tmx(path, src_lang, tgt_lang, doc_prop=None, log=None):
         raise InputError(f"{path}: cannot read ({exc})") from None
 
 
-def tmx_to_files(path, src_lang, tgt_lang, prefix, doc_prop=None):
+def tmx_to_files(path: str, src_lang: str, tgt_lang: str, prefix: str,
+                 doc_prop: Optional[str] = None) -> tuple[dict[str, str], TmxLog]:
     """Write PREFIX.SRC, PREFIX.TGT (and PREFIX.docs with `doc_prop`) from a TMX;
     return (paths dict, TmxLog). An empty result is an InputError."""
     log = TmxLog()
@@ -186,6 +192,7 @@ def tmx_to_files(path, src_lang, tgt_lang, prefix, doc_prop=None):
             files["src"].write(src + "\n")
             files["tgt"].write(tgt + "\n")
             if doc_prop:
+                assert doc is not None  # read_tmx names each unit's document with doc_prop
                 files["documents"].write(_SPACE.sub(" ", doc) + "\n")
     finally:
         for f in files.values():
@@ -197,7 +204,9 @@ def tmx_to_files(path, src_lang, tgt_lang, prefix, doc_prop=None):
 
 
 @contextlib.contextmanager
-def tmx_corpus(args, src="src", tgt="tgt", documents="documents", work_dir=None):
+def tmx_corpus(args: argparse.Namespace, src: Optional[str] = "src", tgt: Optional[str] = "tgt",
+               documents: Optional[str] = "documents", work_dir: Optional[str] = None,
+               ) -> Iterator[Optional[tuple[dict[str, str], TmxLog]]]:
     """With `args.tmx`: convert it into a private work dir (the text is confidential),
     point `args.<src>`/`args.<tgt>` (and `args.<documents>` with --tmx-doc-prop) at the
     files for the duration of the block, then remove them. Without: nothing."""
