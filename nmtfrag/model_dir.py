@@ -17,10 +17,14 @@ dictionaries and grows every vocabulary-sized matrix of the checkpoint by the sa
 (`grow_state`), so the pretrained weights of the existing symbols are unchanged and
 tied matrices stay identical.
 """
+from __future__ import annotations
+
 import os
 import re
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .errors import InputError
 from .fileio import atomic_writer
@@ -49,12 +53,12 @@ class ModelDir:
     ensemble_members: list = field(default_factory=list)  # names, set by member_to_adapt
 
     @property
-    def checkpoint_file(self):
+    def checkpoint_file(self) -> str:
         """The `checkpoint_file` argument of fairseq's from_pretrained (`a.pt:b.pt`)."""
         return ":".join(os.path.basename(c) for c in self.checkpoints)
 
     @property
-    def shared_all(self):
+    def shared_all(self) -> bool:
         return bool(self.arch.get("share_all_embeddings"))
 
 
@@ -65,7 +69,7 @@ def allow_full_checkpoint_load() -> None:
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 
-def find_checkpoints(path, checkpoint=None):
+def find_checkpoints(path: str, checkpoint: str | None = None) -> list[str]:
     """`model.pt`, else `model1.pt`, `model2.pt`, … (or the ones named in `checkpoint`,
     colon-separated)."""
     if checkpoint:
@@ -83,7 +87,7 @@ def find_checkpoints(path, checkpoint=None):
     return [os.path.join(path, f) for _, f in numbered]
 
 
-def load_state(ckpt_path):
+def load_state(ckpt_path: str) -> dict[str, Any]:
     """A checkpoint as fairseq stores it, on CPU; InputError if it is not one."""
     allow_full_checkpoint_load()
     import torch
@@ -113,7 +117,7 @@ def _as_dict(obj):
     return dict(vars(obj))
 
 
-def model_args(state):
+def model_args(state: dict[str, Any]) -> dict[str, Any]:
     """Flat model args of a checkpoint (`encoder_embed_dim`, `share_all_embeddings`, …).
 
     Newer checkpoints keep them in cfg['model'] (a Namespace for legacy archs such as
@@ -139,7 +143,7 @@ def model_args(state):
     return flat
 
 
-def dict_symbols(path):
+def dict_symbols(path: str) -> list[str]:
     """Symbols of a fairseq dict file, in order; InputError on a malformed line."""
     symbols = []
     with open(path, encoding="utf-8") as f:
@@ -153,7 +157,9 @@ def dict_symbols(path):
     return symbols
 
 
-def check_model_files(path, src_lang="de", tgt_lang="en", checkpoint=None, flag=None):
+def check_model_files(path: str, src_lang: str = "de", tgt_lang: str = "en",
+                      checkpoint: str | None = None, flag: str | None = None
+                      ) -> tuple[str, str, str, str, list[str]]:
     """The cheap half of `validate_model_dir`: the directory and its files exist (no
     checkpoint is loaded). Returns (abs path, src dict, tgt dict, bpecodes, checkpoints).
 
@@ -178,7 +184,8 @@ def check_model_files(path, src_lang="de", tgt_lang="en", checkpoint=None, flag=
     return path, src_dict, tgt_dict, codes, find_checkpoints(path, checkpoint)
 
 
-def validate_model_dir(path, src_lang="de", tgt_lang="en", checkpoint=None):
+def validate_model_dir(path: str, src_lang: str = "de", tgt_lang: str = "en",
+                       checkpoint: str | None = None) -> ModelDir:
     """Check a model directory and read its architecture; return a ModelDir.
 
     Refused (InputError): missing directory, checkpoint, dictionary or bpecodes; a
@@ -211,11 +218,12 @@ def validate_model_dir(path, src_lang="de", tgt_lang="en", checkpoint=None):
         elif any(a.get(k) != arch.get(k) for k in ("arch", "encoder_embed_dim",
                                                     "encoder_layers", "decoder_layers")):
             raise InputError(f"{ck}: ensemble members have different architectures")
-        for k, want in (("source_lang", src_lang), ("target_lang", tgt_lang)):
-            if a.get(k) and a[k] != want:
+        for k, lang in (("source_lang", src_lang), ("target_lang", tgt_lang)):
+            if a.get(k) and a[k] != lang:
                 raise InputError(f"{ck}: trained for {a.get('source_lang')}→"
                                  f"{a.get('target_lang')}, not {src_lang}→{tgt_lang}")
         del state
+    assert arch is not None  # find_checkpoints returns at least one checkpoint
     if arch.get("share_all_embeddings"):
         if dict_symbols(src_dict) != dict_symbols(tgt_dict):
             raise InputError(f"{path}: the checkpoint shares all embeddings but "
@@ -224,7 +232,8 @@ def validate_model_dir(path, src_lang="de", tgt_lang="en", checkpoint=None):
                     src_dict=src_dict, tgt_dict=tgt_dict, bpecodes=codes, arch=arch)
 
 
-def member_to_adapt(md, checkpoint=None):
+def member_to_adapt(md: ModelDir, checkpoint: str | None = None
+                    ) -> tuple[ModelDir, str | None]:
     """The one checkpoint fine-tuning adapts, as a ModelDir of that member, and a note.
 
     Training adapts one network: an ensemble directory (model1.pt … modelN.pt) is
@@ -248,7 +257,7 @@ def member_to_adapt(md, checkpoint=None):
     return replace(md, checkpoints=md.checkpoints[:1], ensemble_members=members), note
 
 
-def write_dict_with(src_path, dst_path, new_symbols):
+def write_dict_with(src_path: str, dst_path: str, new_symbols: Iterable[str]) -> list[str]:
     """Copy a dict file, appending `new_symbols` missing from it (count 1 each).
 
     fairseq assigns file entries indices 4, 5, … in order, so appended symbols take the
@@ -266,7 +275,8 @@ def write_dict_with(src_path, dst_path, new_symbols):
     return added
 
 
-def grow_state(state, n_src_new, n_tgt_new, seed=0, noise=0.01):
+def grow_state(state: dict[str, Any], n_src_new: int, n_tgt_new: int, seed: int = 0,
+               noise: float = 0.01) -> dict[str, Any]:
     """Append rows for new symbols to every vocabulary matrix of a checkpoint (in place).
 
     Initialisation: the mean of the pretrained rows of ordinary symbols (indices ≥ 4)
@@ -292,7 +302,7 @@ def grow_state(state, n_src_new, n_tgt_new, seed=0, noise=0.01):
     return state
 
 
-def save_state(state, path):
+def save_state(state: dict[str, Any], path: str) -> None:
     """Save a checkpoint atomically (without optimizer state: a release model)."""
     import torch
 
@@ -302,8 +312,8 @@ def save_state(state, path):
         torch.save(state, f)
 
 
-def write_model_dir(out, state, src_dict, tgt_dict, bpecodes, src_lang="de",
-                    tgt_lang="en"):
+def write_model_dir(out: str, state: dict[str, Any], src_dict: str, tgt_dict: str,
+                    bpecodes: str, src_lang: str = "de", tgt_lang: str = "en") -> str:
     """Write a model directory in the WMT19 layout: model.pt + dicts + bpecodes."""
     os.makedirs(out, exist_ok=True)
     save_state(state, os.path.join(out, "model.pt"))

@@ -34,12 +34,16 @@ What we chose, and why (figures: README, "A release with a guarantee: --dp"):
   eflomal run on 2,000 EMEA pairs of 36 settings (λ 2–32, p0 0.02–0.5; F 0.59–0.60,
   where two eflomal runs agree at 0.69–0.70): benchmarks/public_align_quality.py.
 """
+from __future__ import annotations
+
 import collections
 import hashlib
 import json
 import math
 import os
 import time
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +53,7 @@ from .corpus import validate_parallel
 from .errors import InputError
 from .fileio import (MANIFEST, atomic_writer, make_output_dir, private_workdir, progress,
                      sha256_file, write_json)
-from .symmetrize import parse_pharaoh, symmetrize
+from .symmetrize import Point, parse_pharaoh, symmetrize
 from .tokenize import to_tokens
 
 MODEL_KIND = "nmtfrag-align-model"
@@ -62,16 +66,17 @@ DEFAULT_PUBLIC_LINES = 300_000  # the generic stand-in (262,664 pairs) learns in
 class AlignParams:
     """Fixed parameters of the per-sentence aligner (public; recorded in the manifest)."""
 
-    def __init__(self, tension=8.0, p0=0.2, identical=0.5, min_count=2):
+    def __init__(self, tension: float = 8.0, p0: float = 0.2, identical: float = 0.5,
+                 min_count: int = 2):
         self.tension, self.p0, self.identical, self.min_count = \
             float(tension), float(p0), float(identical), int(min_count)
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, float | int]:
         return {"tension": self.tension, "p0": self.p0, "identical": self.identical,
                 "min_count": self.min_count}
 
 
-def public_paths(prefix, src_lang, tgt_lang):
+def public_paths(prefix: str, src_lang: str, tgt_lang: str) -> tuple[str, str]:
     """PREFIX.<src-lang>, PREFIX.<tgt-lang>; InputError if either is missing."""
     paths = (f"{prefix}.{src_lang}", f"{prefix}.{tgt_lang}")
     for path in paths:
@@ -107,12 +112,14 @@ def _write_public_tokens(src, tgt, src_lang, tgt_lang, pretokenized, max_lines,
     return kept
 
 
-def _count_links(tok_src, tok_tgt, link_path, cond_src):
+def _count_links(tok_src: str, tok_tgt: str, link_path: str, cond_src: bool
+                 ) -> tuple[collections.Counter[tuple[str, str]], collections.Counter[str]]:
     """Counts of one eflomal link file: (Counter of (cond word, gen word), Counter of
     unlinked gen words), where cond is the source side if `cond_src` (eflomal's forward
     file: every target word has at most one link), else the target side. If the file
     shows the other orientation (eflomal changed its convention), it is followed."""
-    pairs, null = collections.Counter(), collections.Counter()
+    pairs: collections.Counter[tuple[str, str]] = collections.Counter()
+    null: collections.Counter[str] = collections.Counter()
     tgt_unique = src_unique = True
     with open(tok_src, encoding="utf-8") as fs, open(tok_tgt, encoding="utf-8") as ft, \
             open(link_path, encoding="utf-8") as fl:
@@ -161,8 +168,10 @@ def _table_arrays(prefix, pairs, null, cond_index, gen_index, min_count):
     }
 
 
-def learn_model(prefix, out_dir, *, src_lang="de", tgt_lang="en", pretokenized=False,
-                max_lines=DEFAULT_PUBLIC_LINES, params=None, work_dir=None, verbose=False):
+def learn_model(prefix: str, out_dir: str, *, src_lang: str = "de", tgt_lang: str = "en",
+                pretokenized: bool = False, max_lines: int = DEFAULT_PUBLIC_LINES,
+                params: AlignParams | None = None, work_dir: str | None = None,
+                verbose: bool = False) -> dict[str, Any]:
     """Learn the lexical tables from public parallel text into `out_dir`; return its
     manifest. `out_dir/manifest.json` is written last and marks a finished model."""
     params = params or AlignParams()
@@ -243,20 +252,20 @@ class _Table:
         self.null = {gen_words[g]: math.log(k / null_den) for g, k in
                      zip(z[f"{prefix}_null_gen"].tolist(), z[f"{prefix}_null_count"].tolist())}
 
-    def log_t(self, cond_word, gen_word):
+    def log_t(self, cond_word: str, gen_word: str) -> float:
         lp = self.entries.get((cond_word, gen_word))
         if lp is None:
             lp = self.rest.get(cond_word, self.log_floor)
         return lp
 
-    def log_null(self, gen_word):
+    def log_null(self, gen_word: str) -> float:
         return self.null.get(gen_word, self.null_rest)
 
 
 class PublicAligner:
     """A loaded public model: `align(src tokens, tgt tokens)` → sorted (i, j) points."""
 
-    def __init__(self, model_dir, params=None):
+    def __init__(self, model_dir: str, params: AlignParams | None = None):
         self.manifest = read_model_manifest(model_dir)
         self.model_id = hashlib.sha256(
             open(os.path.join(model_dir, MANIFEST), "rb").read()).hexdigest()
@@ -267,7 +276,7 @@ class PublicAligner:
             self.s2t = _Table(z, "s2t", vocab["src"], vocab["tgt"])
             self.t2s = _Table(z, "t2s", vocab["tgt"], vocab["src"])
 
-    def check_langs(self, src_lang, tgt_lang):
+    def check_langs(self, src_lang: str, tgt_lang: str) -> None:
         have = (self.manifest["src_lang"], self.manifest["tgt_lang"])
         if have != (src_lang, tgt_lang):
             raise InputError(f"the alignment model is for {have[0]}-{have[1]}, not "
@@ -292,7 +301,8 @@ class PublicAligner:
         null = np.array([table.log_null(g) for g in gen]) + math.log(self.params.p0)
         return [int(i) if score[i, j] > null[j] else -1 for j, i in enumerate(best)]
 
-    def directional(self, s_tok, t_tok):
+    def directional(self, s_tok: Sequence[str], t_tok: Sequence[str]
+                    ) -> tuple[set[Point], set[Point]]:
         """(forward, reverse) point sets: each target word's link, each source word's."""
         s_low = [w.lower() for w in s_tok]
         t_low = [w.lower() for w in t_tok]
@@ -300,14 +310,15 @@ class PublicAligner:
         rev = {(i, j) for i, j in enumerate(self._viterbi(self.t2s, t_low, s_low)) if j >= 0}
         return fwd, rev
 
-    def align(self, s_tok, t_tok, method="union"):
+    def align(self, s_tok: Sequence[str], t_tok: Sequence[str], method: str = "union"
+              ) -> list[Point]:
         """Symmetrised points of one pair, sorted: depends on nothing but its arguments,
         the model and the fixed parameters."""
         fwd, rev = self.directional(s_tok, t_tok)
         return sorted(symmetrize(fwd, rev, method, len(s_tok), len(t_tok)))
 
 
-def read_model_manifest(model_dir):
+def read_model_manifest(model_dir: str) -> dict[str, Any]:
     """The manifest of a finished model dir; InputError if it is not one."""
     path = os.path.join(model_dir, MANIFEST)
     try:
@@ -328,11 +339,12 @@ def read_model_manifest(model_dir):
     return manifest
 
 
-def is_model_dir(path):
+def is_model_dir(path: str) -> bool:
     return os.path.isfile(os.path.join(path, MANIFEST))
 
 
-def check_sources(align_public, align_model, src_lang, tgt_lang, private=()):
+def check_sources(align_public: str | None, align_model: str | None, src_lang: str,
+                  tgt_lang: str, private: Iterable[str] = ()) -> None:
     """Refuse (cheaply, before any expensive step) --align-public / --align-model that
     cannot serve: missing files, a dir that is no model, a model for other languages,
     or a model learned on other public text than the --align-public given with it.
@@ -358,18 +370,20 @@ def check_sources(align_public, align_model, src_lang, tgt_lang, private=()):
                          f"or remove it to learn again")
 
 
-def resolve_aligner(align_public, align_model, src_lang, tgt_lang, work, *,
-                    max_lines=DEFAULT_PUBLIC_LINES, verbose=False):
+def resolve_aligner(align_public: str | None, align_model: str | None, src_lang: str,
+                    tgt_lang: str, work: str, *, max_lines: int = DEFAULT_PUBLIC_LINES,
+                    verbose: bool = False) -> tuple[PublicAligner, dict[str, Any]]:
     """(PublicAligner, owner record) from --align-public / --align-model.
 
     --align-model DIR alone loads DIR; with --align-public too, DIR is learned on first
     use and reused after; --align-public alone learns into the private work dir."""
-    owner = {"align_public": align_public, "align_model": align_model}
+    owner: dict[str, Any] = {"align_public": align_public, "align_model": align_model}
     if align_model and is_model_dir(align_model):
         model_dir = align_model
         owner["learned"] = False
     else:
         model_dir = align_model or os.path.join(work, "align-model")
+        assert align_public is not None  # check_sources: else align_model is a model
         learn_model(align_public, model_dir, src_lang=src_lang, tgt_lang=tgt_lang,
                     max_lines=max_lines, work_dir=work, verbose=verbose)
         owner["learned"] = True
