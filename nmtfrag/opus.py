@@ -20,6 +20,8 @@ spaces (counted). Every reader raises InputError naming file and line/element on
 malformed input; `find_moses_download` raises MissingDownload naming exactly which files
 to fetch and from where (this machine cannot download).
 """
+from __future__ import annotations
+
 import contextlib
 import gzip
 import os
@@ -27,7 +29,9 @@ import re
 import shlex
 import xml.etree.ElementTree as ET
 import zipfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import IO, Any
 
 from .errors import InputError
 from .fileio import atomic_writer
@@ -45,10 +49,10 @@ class ConversionLog:
     tabs_or_breaks_replaced: int = 0
     skipped: dict = field(default_factory=dict)
 
-    def skip(self, reason):
+    def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
-    def to_json(self):
+    def to_json(self) -> dict[str, Any]:
         return {"pairs": self.pairs, "documents": self.documents,
                 "tabs_or_breaks_replaced": self.tabs_or_breaks_replaced,
                 "skipped": dict(sorted(self.skipped.items()))}
@@ -67,7 +71,7 @@ class FileRef:
         return f"{self.archive}:{self.path}" if self.archive else self.path
 
     @contextlib.contextmanager
-    def open_binary(self):
+    def open_binary(self) -> Iterator[IO[bytes] | gzip.GzipFile]:
         if self.archive:
             with zipfile.ZipFile(self.archive) as z, z.open(self.path) as f:
                 if self.path.endswith(".gz"):
@@ -119,7 +123,9 @@ def _doc_id(path_src, path_tgt, doc_key, doc_regex, where):
 
 # --- Moses + ids ----------------------------------------------------------------------
 
-def moses_ids_pairs(src, tgt, ids, doc_key="src", doc_regex=None, log=None):
+def moses_ids_pairs(src: FileRef, tgt: FileRef, ids: FileRef, doc_key: str = "src",
+                    doc_regex: str | None = None, log: ConversionLog | None = None
+                    ) -> Iterator[tuple[str, str, str]]:
     """Yield (doc_id, src, tgt) from OPUS Moses files and their `.ids` file (FileRefs)."""
     log = log if log is not None else ConversionLog()
     seen = set()
@@ -147,7 +153,9 @@ def moses_ids_pairs(src, tgt, ids, doc_key="src", doc_regex=None, log=None):
         yield doc, _clean(a[1], log), _clean(b[1], log)
 
 
-def find_moses_download(opus_dir, corpus, src_lang, tgt_lang, url=None, release=None):
+def find_moses_download(opus_dir: str, corpus: str, src_lang: str, tgt_lang: str,
+                        url: str | None = None, release: str | None = None
+                        ) -> tuple[FileRef, FileRef, FileRef]:
     """Locate `<corpus>.<pair>.{src,tgt,ids}` in `opus_dir`, loose or in a .zip there.
 
     Returns (src, tgt, ids) FileRefs; raises MissingDownload naming what to fetch.
@@ -207,7 +215,7 @@ class _DocStore:
             with zipfile.ZipFile(location) as z:
                 self.members = [m for m in z.namelist() if not m.endswith("/")]
 
-    def find(self, doc_path):
+    def find(self, doc_path: str) -> FileRef:
         """Resolve an alignment's document path (e.g. 'de/x.xml.gz') to a FileRef."""
         candidates = [doc_path, doc_path[:-3] if doc_path.endswith(".gz") else
                       doc_path + ".gz"]
@@ -242,7 +250,9 @@ def _sentences(ref):
     return out
 
 
-def xces_pairs(align, src_docs, tgt_docs, doc_key="src", doc_regex=None, log=None):
+def xces_pairs(align: str, src_docs: str, tgt_docs: str, doc_key: str = "src",
+               doc_regex: str | None = None, log: ConversionLog | None = None
+               ) -> Iterator[tuple[str, str, str]]:
     """Yield (doc_id, src, tgt) from an XCES alignment file and the document stores.
 
     Links with no sentence on one side are skipped and counted (`one_side_empty`);
@@ -279,6 +289,7 @@ def xces_pairs(align, src_docs, tgt_docs, doc_key="src", doc_regex=None, log=Non
                         raise InputError(f"{align}: sentence id {exc.args[0]} of document "
                                          f"{doc} not found in its XML") from None
                     log.pairs += 1
+                    assert doc is not None  # src_sent is read with it, at its <linkGrp>
                     yield doc, _clean(s, log), _clean(t, log)
                 elif el.tag == "linkGrp" and event == "end":
                     el.clear()
@@ -288,7 +299,8 @@ def xces_pairs(align, src_docs, tgt_docs, doc_key="src", doc_regex=None, log=Non
 
 # --- TMX --------------------------------------------------------------------------------
 
-def tmx_pairs(tmx, src_lang, tgt_lang, doc_prop=None, log=None):
+def tmx_pairs(tmx: str, src_lang: str, tgt_lang: str, doc_prop: str | None = None,
+              log: ConversionLog | None = None) -> Iterator[tuple[str, str, str]]:
     """Yield (doc_id, src, tgt) from a TMX file; the document is <prop type=doc_prop>.
 
     Read by nmtfrag.tmx (the one TMX reader: language variants, inline markup, streaming).
@@ -308,6 +320,7 @@ def tmx_pairs(tmx, src_lang, tgt_lang, doc_prop=None, log=None):
     tlog = TmxLog()
     for doc, src, tgt in read_tmx(tmx, src_lang, tgt_lang, doc_prop, tlog):
         log.pairs += 1
+        assert doc is not None  # doc_prop is given: read_tmx refuses a unit without it
         yield doc, _clean(src, log), _clean(tgt, log)
     log.documents += tlog.documents
     for reason, n in tlog.skipped.items():
@@ -316,7 +329,7 @@ def tmx_pairs(tmx, src_lang, tgt_lang, doc_prop=None, log=None):
 
 # --- writing ------------------------------------------------------------------------------
 
-def write_tsv(pairs, out):
+def write_tsv(pairs: Iterable[tuple[str, str, str]], out: str) -> int:
     """Write (doc_id, src, tgt) triples as the split TSV, atomically; return the count."""
     n = 0
     with atomic_writer(out) as f:
@@ -333,7 +346,7 @@ RECIPE_KEYS = {"CORPUS", "RELEASE", "SRC_LANG", "TGT_LANG", "FORMAT", "URL", "HO
                "DEDUP", "LICENCE", "CITATION"}
 
 
-def read_recipe(path):
+def read_recipe(path: str) -> dict[str, str]:
     """Parse a recipe: `KEY="value"` lines (a subset of shell, so bash can source it)."""
     if not os.path.exists(path):
         raise InputError(f"{path}: no such recipe")
@@ -358,7 +371,8 @@ def read_recipe(path):
     return recipe
 
 
-def convert_recipe(recipe, opus_dir, out):
+def convert_recipe(recipe: dict[str, str], opus_dir: str, out: str
+                   ) -> tuple[ConversionLog, dict[str, str]]:
     """Convert the OPUS download a recipe describes into the split TSV `out`."""
     fmt = recipe.get("FORMAT", "moses")
     if fmt != "moses":
