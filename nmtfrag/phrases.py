@@ -10,16 +10,23 @@ nothing here parses tokens as XML, so sentences containing `<` are kept.
 
 A span is `(start, end)` with `end` inclusive, 0-based, as in Moses.
 """
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+
+Point = tuple[int, int]  # (source index, target index) of an alignment link
+Span = tuple[int, int, int, int]  # (src_start, src_end, tgt_start, tgt_end), ends inclusive
 
 
-def extract_spans(n_src, n_tgt, points, max_len, min_len=1):
+def extract_spans(n_src: int, n_tgt: int, points: Iterable[Point], max_len: int,
+                  min_len: int = 1) -> list[Span]:
     """All consistent (src_start, src_end, tgt_start, tgt_end) of one sentence pair.
 
     Each occurrence appears once, in Moses order (target start, target end, source
     start descending, source end ascending). `min_len` drops pairs with a side shorter
     than that many words.
     """
-    src_for_tgt = [[] for _ in range(n_tgt)]
+    src_for_tgt: list[list[int]] = [[] for _ in range(n_tgt)]
     src_links = [0] * n_src
     src_min_tgt = [n_tgt] * n_src
     src_max_tgt = [-1] * n_src
@@ -69,15 +76,17 @@ def extract_spans(n_src, n_tgt, points, max_len, min_len=1):
     return spans
 
 
-def phrase_alignment(points, span):
+def phrase_alignment(points: Iterable[Point], span: Span) -> str:
     """Alignment points inside a phrase pair, relative to it, Moses order (by target)."""
     s0, s1, t0, t1 = span
     inside = sorted((j, i) for i, j in points if s0 <= i <= s1 and t0 <= j <= t1)
     return " ".join(f"{i - s0}-{j - t0}" for j, i in inside)
 
 
-def phrase_records_python(src_tokens, tgt_tokens, points, max_len, min_len=1,
-                   with_alignment=False, keep_whole=True):
+def phrase_records_python(src_tokens: Sequence[str], tgt_tokens: Sequence[str],
+                          points: Iterable[Point], max_len: int, min_len: int = 1,
+                          with_alignment: bool = False, keep_whole: bool = True
+                          ) -> tuple[list[str], int]:
     """Phrase pairs of one sentence pair as `src\ttgt\talignment` strings, and how many
     were whole-sentence (a side spanning its whole sentence), dropped unless `keep_whole`.
 
@@ -90,7 +99,7 @@ def phrase_records_python(src_tokens, tgt_tokens, points, max_len, min_len=1,
     points of its target span (none of them can lie outside its source span).
     """
     n_src, n_tgt = len(src_tokens), len(tgt_tokens)
-    by_tgt = [[] for _ in range(n_tgt)]
+    by_tgt: list[list[int]] = [[] for _ in range(n_tgt)]
     first_tgt = [n_tgt] * n_src  # per source word, its lowest and highest aligned
     last_tgt = [-1] * n_src      # target word; unaligned words never break consistency
     for i, j in points:
@@ -113,7 +122,7 @@ def phrase_records_python(src_tokens, tgt_tokens, points, max_len, min_len=1,
             if column:
                 new_lo, new_hi = min(lo, min(column)), max(hi, max(column))
                 if hi < 0:
-                    grown = range(new_lo, new_hi + 1)
+                    grown: Iterable[int] = range(new_lo, new_hi + 1)
                 else:
                     grown = [*range(new_lo, lo), *range(hi + 1, new_hi + 1)]
                 for i in grown:
@@ -159,13 +168,14 @@ except ImportError:
     phrase_records = phrase_records_python
 
 
-def extract_phrase_pairs(src_tokens, tgt_tokens, points, max_len, min_len=1,
-                         with_alignment=False):
+def extract_phrase_pairs(src_tokens: Sequence[str], tgt_tokens: Sequence[str],
+                         points: Collection[Point], max_len: int, min_len: int = 1,
+                         with_alignment: bool = False) -> list[tuple[str, ...]]:
     """Phrase pairs of one sentence pair as (src_text, tgt_text[, alignment]) tuples."""
-    pairs = []
+    pairs: list[tuple[str, ...]] = []
     for span in extract_spans(len(src_tokens), len(tgt_tokens), points, max_len, min_len):
         s0, s1, t0, t1 = span
-        pair = (" ".join(src_tokens[s0:s1 + 1]), " ".join(tgt_tokens[t0:t1 + 1]))
+        pair: tuple[str, ...] = (" ".join(src_tokens[s0:s1 + 1]), " ".join(tgt_tokens[t0:t1 + 1]))
         if with_alignment:
             pair += (phrase_alignment(points, span),)
         pairs.append(pair)
