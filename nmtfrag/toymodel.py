@@ -13,13 +13,16 @@ download. It is built with the real tools only:
     python3 -m nmtfrag.toymodel --train corpora/demo/train --valid corpora/demo/valid \
         --out toy-model/ --updates 300
 """
+from __future__ import annotations
+
 import contextlib
 import io
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator, Sequence
 
-def arch_args(layers, dim, ffn, heads):
+def arch_args(layers: int, dim: int, ffn: int, heads: int) -> list[str]:
     """fairseq options of a small `transformer` with all embeddings shared."""
     return ["--arch", "transformer", "--share-all-embeddings",
             "--encoder-layers", str(layers), "--decoder-layers", str(layers),
@@ -56,7 +59,7 @@ def _write_bpe(codes_path, lines, out_path):
 
 
 @contextlib.contextmanager
-def quiet_fairseq():
+def quiet_fairseq() -> Iterator[None]:
     import logging
 
     saved = logging.getLogger().level
@@ -69,8 +72,10 @@ def quiet_fairseq():
         logging.getLogger().setLevel(saved)
 
 
-def train_toy_model(out_dir, train, valid, *, updates=1, seed=0, merges=40,
-                    max_tokens=1000, lr=0.005, arch_args=TINY_ARCH_ARGS):
+def train_toy_model(out_dir: str, train: Sequence[tuple[str, str]],
+                    valid: Sequence[tuple[str, str]], *, updates: int = 1, seed: int = 0,
+                    merges: int = 40, max_tokens: int = 1000, lr: float = 0.005,
+                    arch_args: Sequence[str] = TINY_ARCH_ARGS) -> str:
     """Train a toy model on `train`/`valid` ([(de, en)] of tokenised text); return out_dir."""
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     import torch
@@ -142,7 +147,7 @@ def _read_raw(prefix):
                 for s, t in zip(fs, ft) if s.strip() and t.strip()]
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> None:
     import argparse
 
     ap = argparse.ArgumentParser(description="Train a toy WMT19-layout de→en model on "
