@@ -157,7 +157,7 @@ def add_trainable_arguments(group: opt.OptionGroup) -> None:
                             "(default: all of them)")
 
 
-def trainable_set(args) -> TrainableSet:
+def trainable_set(args: argparse.Namespace) -> TrainableSet:
     """The trained parameter set of --dp-params and the LoRA options (both methods)."""
     try:
         return TrainableSet(args.dp_params, lora_rank=args.lora_rank,
@@ -168,7 +168,7 @@ def trainable_set(args) -> TrainableSet:
         raise InputError(str(exc)) from None
 
 
-def check_compatible(args):
+def check_compatible(args: argparse.Namespace) -> None:
     """finetune options that have no meaning (or void the guarantee) under --dp."""
     if getattr(args, "update_freq", 1) not in (None, 1):
         raise InputError("--update-freq with --dp would accumulate unclipped gradients over "
@@ -183,7 +183,7 @@ def check_compatible(args):
         raise InputError("--gpus with --device cpu: use --world-size N for CPU processes")
 
 
-def world_size(args):
+def world_size(args: argparse.Namespace) -> int:
     """Processes for DP-SGD: --world-size, else --gpus (one process per GPU)."""
     n = getattr(args, "world_size", None) or getattr(args, "gpus", 1) or 1
     if n < 1:
@@ -191,7 +191,7 @@ def world_size(args):
     return n
 
 
-def config_from_args(args) -> DPConfig:
+def config_from_args(args: argparse.Namespace) -> DPConfig:
     """The DPConfig of `nmtfrag finetune --dp` (the job is the command's: both methods
     take the same FineTuneJob)."""
     from .engine import DPConfig

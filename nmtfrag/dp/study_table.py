@@ -9,10 +9,14 @@ the share of clipped examples. Everything is read from the cells' own records
 
     python3 -m nmtfrag.dp.study_table RUNS/DOMAIN --reference nonprivate-all [--json]
 """
+from __future__ import annotations
+
 import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 
 def _load(path):
@@ -34,7 +38,7 @@ def _train_log(cell_dir):
 NOT_PRIVATE_MARK = {"simulation": "sim", "control": "control"}
 
 
-def cell_row(root, name):
+def cell_row(root: str, name: str) -> dict[str, Any]:
     """One cell's figures (None where they do not apply, e.g. ε of a non-private cell)."""
     ev = _load(os.path.join(root, f"eval-{name}", "report.json"))
     ft = os.path.join(root, f"ft-{name}")
@@ -80,7 +84,7 @@ def cell_row(root, name):
     return row
 
 
-def cells_in(root):
+def cells_in(root: str) -> list[str]:
     """Cell names with an evaluation, in the order the study ran them (cells file)."""
     order = []
     cells = os.path.join(root, "cells")
@@ -91,7 +95,7 @@ def cells_in(root):
     return ["baseline"] + [n for n in found if n != "baseline"]
 
 
-def table(root, reference):
+def table(root: str, reference: str) -> tuple[list[dict[str, Any]], str]:
     """(rows, markdown): shares of gain are (BLEU − baseline) / (reference − baseline)."""
     rows = [cell_row(root, n) for n in cells_in(root)]
     by = {r["name"]: r for r in rows}
@@ -132,7 +136,7 @@ def table(root, reference):
     return rows, "\n".join(lines) + "\n" + note + "\n"
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root", help="RUNS/DOMAIN of scripts/dp_recipe.sh")
     ap.add_argument("--reference", default="nonprivate-all",
