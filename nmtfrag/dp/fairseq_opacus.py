@@ -39,15 +39,27 @@ Two ways to clip (nmtfrag.dp.clipping picks; the log and the certificate say whi
   (the tied embedding matrices of `--dp-params all`), and a document's norm (of a *sum*
   of per-pair gradients) is not a per-row norm.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
 import torch
 from torch import nn
 
 from ..errors import InputError
 from ..lora import LoRALinear
 
+if TYPE_CHECKING:
+    from fairseq.models import FairseqEncoderDecoderModel
+    from opacus.grad_sample import GradSampleModule
+
 SUPPORTED = (nn.Linear, nn.Embedding, nn.LayerNorm)
 _TIME_FIRST_PREFIXES = ("encoder.layers.", "decoder.layers.", "encoder.layer_norm",
                         "decoder.layer_norm")
+# opacus' per-layer functions: (layer, activations, backprops) → {parameter: per-example
+# gradients} (GRAD_SAMPLERS) or {parameter: per-example norms} (NORM_SAMPLERS)
+Sampler = Callable[..., dict[nn.Parameter, torch.Tensor]]
 
 
 class CopyOutputLinear(nn.Linear):
@@ -62,7 +74,7 @@ def _batch_dim(name):
     return 1 if name.startswith(_TIME_FIRST_PREFIXES) else 0
 
 
-def prepare_model(model):
+def prepare_model(model: nn.Module) -> dict[str, int]:
     """Apply fixes 1–3 to a fairseq TransformerModel in place; refuse unsupported layers.
 
     Returns {module name: batch dim} for the modules that own trainable parameters.
@@ -87,7 +99,7 @@ def prepare_model(model):
                              "per-example gradient in nmtfrag: a model with unsupported "
                              "layers would void the DP guarantee")
         module._nmtfrag_batch_dim = _batch_dim(name)   # fix 3
-        dims[name] = module._nmtfrag_batch_dim
+        dims[name] = _batch_dim(name)
     for name, buf in model.named_buffers():
         if buf.dtype.is_floating_point and "positions" not in name and \
                 "_float_tensor" not in name and "version" not in name:
@@ -95,11 +107,11 @@ def prepare_model(model):
     return dims
 
 
-def restore_model(model):
+def restore_model(model: nn.Module) -> None:
     """Undo fix 1 (plain nn.Linear again), e.g. before saving or exporting the model."""
     for module in model.modules():
         if type(module) is CopyOutputLinear:
-            module.__class__ = nn.Linear
+            module.__class__ = nn.Linear  # type: ignore[assignment]  # class swap (fix 1)
 
 
 def _float64_inputs(activations, backprops):
@@ -127,11 +139,13 @@ def _float64_norm_from_grad_sampler(sampler):
     return norm_sample
 
 
-def float64_norm_samplers(grad_samplers, norm_samplers):
+def float64_norm_samplers(grad_samplers: Mapping[type[nn.Module], Sampler],
+                          norm_samplers: Mapping[type[nn.Module], Sampler]
+                          ) -> dict[type[nn.Module], Sampler]:
     """{layer type: float64 norm sampler} for the layers DP-SGD trains (SUPPORTED and
     CopyOutputLinear): opacus' ghost formula where it has one (Linear, Embedding), else
     the float64 norm of the layer's per-example gradient (LayerNorm)."""
-    table = {}
+    table: dict[type[nn.Module], Sampler] = {}
     for kind in SUPPORTED + (CopyOutputLinear,):
         base = nn.Linear if kind is CopyOutputLinear else kind
         if base in norm_samplers:
@@ -188,7 +202,7 @@ def _grad_sample_module_class(clipping="hooks"):
     return FairseqGradSampleModule
 
 
-def wrap(model, clipping="hooks"):
+def wrap(model: nn.Module, clipping: str = "hooks") -> GradSampleModule:
     """prepare_model + opacus hooks. After `loss.backward()` of a *summed* loss:
     "hooks" puts per-example gradients in `p.grad_sample` (batch × param shape);
     "ghost" puts per-example gradient norms in `p._norm_sample` (read by
@@ -199,7 +213,7 @@ def wrap(model, clipping="hooks"):
     return cls(model, batch_first=True, loss_reduction="sum", strict=False, **kw)
 
 
-def per_example_norms(params):
+def per_example_norms(params: Iterable[nn.Parameter]) -> torch.Tensor:
     """Per-example norms of the whole trained gradient after a ghost-clipping backward
     (float64 throughout: the norm samplers run in float64, `float64_norm_samplers`;
     batch order); each parameter's norms are consumed, so a stale one from an
@@ -212,11 +226,13 @@ def per_example_norms(params):
                                "norm in this backward pass")
         part = ns.double().reshape(-1) ** 2
         sq = part if sq is None else sq + part
-        p._norm_sample = None
+        p._norm_sample = None  # type: ignore[attr-defined]  # opacus' per-parameter slot
+    assert sq is not None, "ghost clipping: no trained parameter"
     return sq.sqrt()
 
 
-def example_losses(model, sample, label_smoothing=0.0, pad_idx=1):
+def example_losses(model: FairseqEncoderDecoderModel, sample: dict[str, Any], label_smoothing: float = 0.0,
+                   pad_idx: int = 1) -> torch.Tensor:
     """Per-example training losses (label-smoothed NLL summed over each target), in the
     collated order of `sample` (see sample["id"] for the dataset indices)."""
     from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
@@ -229,11 +245,13 @@ def example_losses(model, sample, label_smoothing=0.0, pad_idx=1):
     return loss.view(target.shape).sum(dim=1)
 
 
-def per_example_grads(gsm, params=None):
-    """[(param, grad_sample tensor)] after backward; clears nothing."""
+def per_example_grads(gsm: GradSampleModule, params: Iterable[nn.Parameter] | None = None
+                      ) -> list[tuple[Any, torch.Tensor]]:
+    """[(param, grad_sample tensor)] after backward; clears nothing. (The parameters
+    carry opacus' run-time `grad_sample` attribute, which no static type declares.)"""
     out = []
     for p in params or [p for p in gsm.parameters() if p.requires_grad]:
-        gs = p.grad_sample
+        gs = p.grad_sample  # type: ignore[attr-defined]  # set by opacus' hooks at run time
         if isinstance(gs, list):
             gs = torch.stack(gs).sum(0) if len(gs) > 1 else gs[0]
         out.append((p, gs))
