@@ -9,9 +9,12 @@ gradients would not fit, and never takes ghost where opacus cannot serve it exac
 trained matrix used by two layers, document units). How each works:
 nmtfrag.dp.fairseq_opacus.
 """
+from __future__ import annotations
+
 import os
 
 import torch
+from torch import nn
 
 from ..errors import InputError
 
@@ -30,7 +33,7 @@ CLIP_MODE_TEXT = {"clip": "each unit's gradient clipped to norm ≤ C",
 LOSSES = ("sum", "mean")
 
 
-def normalize_factors(norms, max_grad_norm):
+def normalize_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
     """Scale of each gradient under automatic clipping: C/(‖g‖ + γ), so that the
     contribution's norm C·‖g‖/(‖g‖ + γ) is below C for every g."""
     return max_grad_norm / (norms + NORMALIZE_GAMMA)
@@ -42,10 +45,11 @@ CLIPPING_TEXT = {
              "two backward passes"}
 
 
-def shared_trainable(model):
+def shared_trainable(model: nn.Module) -> list[str]:
     """Names of trained parameters that more than one layer uses (tied matrices, or a
     layer reachable twice, like the shared encoder/decoder embedding)."""
-    users, names = {}, {}
+    users: dict[int, set[str]] = {}
+    names: dict[int, str] = {}
     for name, module in model.named_modules(remove_duplicate=False):
         for pname, p in module.named_parameters(recurse=False):
             if p.requires_grad:
@@ -60,7 +64,7 @@ def shared_trainable(model):
 GHOST_MEMORY_SHARE = 0.25
 
 
-def free_memory_bytes(device):
+def free_memory_bytes(device: torch.device | str) -> int:
     """Free memory of `device` (CUDA: the driver's count; CPU: MemAvailable)."""
     device = torch.device(device)
     if device.type == "cuda":
@@ -87,7 +91,8 @@ def _gradient_bytes(trained):
 HOOKS_MEMORY_SHARE = 0.5
 
 
-def fitting_physical_batch(model, physical_batch, free_bytes=None):
+def fitting_physical_batch(model: nn.Module, physical_batch: int, free_bytes: int | None = None
+                           ) -> tuple[int, str | None]:
     """(pairs per pass, why or None): `physical_batch`, or fewer when the per-example
     gradients of that many would take more than HOOKS_MEMORY_SHARE of the memory left free
     once the run's own state is allocated (the real WMT19 with every parameter trained:
@@ -112,8 +117,9 @@ def fitting_physical_batch(model, physical_batch, free_bytes=None):
                   f"{per_example / 2**30:.2f} GiB each, {free_bytes / 2**30:.1f} GiB free")
 
 
-def choose_clipping(model, requested="auto", unit="sentence", physical_batch=32,
-                    free_bytes=None):
+def choose_clipping(model: nn.Module, requested: str = "auto", unit: str = "sentence",
+                    physical_batch: int = 32, free_bytes: int | None = None
+                    ) -> tuple[str, str]:
     """(method, why). "auto": hooks, unless the per-example gradients of a physical batch
     would not fit comfortably (GHOST_MEMORY_SHARE of `free_bytes`, default: the free
     memory of the model's device) and opacus' ghost clipping covers the trained layers.
