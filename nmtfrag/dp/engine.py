@@ -182,7 +182,7 @@ def dp_device(device: str | None = None) -> torch.device:
     return torch.device(device)
 
 
-def total_steps(config: DPConfig, segments: list[tuple[int, int | None]], n: float) -> int:
+def total_steps(config: DPConfig, segments: Sequence[schedule.Segment], n: float) -> int:
     """Noisy steps of the run: `steps`, else enough for `epochs` passes over n units
     (with --sample-rate Q: ceil(epochs / Q), no n needed)."""
     if config.steps:
@@ -210,16 +210,16 @@ def plan_noise(config: DPConfig, n_units: float, fixed: Sequence[tuple] = ()
     count, so σ makes the training alone reach E − ε_count at δ_train (basic
     composition; the split is fixed in advance, whatever n_units is)."""
     if config.sample_rate is not None:
-        segs: list[tuple[int, int | None]] = [(0, None)]
-        steps = total_steps(config, segs, n_units)
+        steps = total_steps(config, (), n_units)  # a fixed rate: no batch segments
+        no_batch: list[tuple[int, int | None]] = [(0, None)]
         rate_segs = [(float(config.sample_rate), steps)]
         comp = accounting.composition_record(accounting.RDP_COMPOSITION, config.delta)
         if config.noise_multiplier is not None:
-            return float(config.noise_multiplier), segs, steps, rate_segs, comp
+            return float(config.noise_multiplier), no_batch, steps, rate_segs, comp
         assert config.target_epsilon is not None  # DPConfig: σ or a target ε, not neither
         sigma = accounting.noise_multiplier_for(config.target_epsilon, config.delta,
                                                 rate_segs, config.accountant, fixed=fixed)
-        return sigma, segs, steps, rate_segs, comp
+        return sigma, no_batch, steps, rate_segs, comp
     segs = schedule.parse_schedule(config.batch_schedule or f"{config.logical_batch}:0")
     steps = total_steps(config, segs, n_units)
     rate_segs = schedule.rate_segments(segs, steps, n_units)

@@ -10,19 +10,25 @@ Format: "SIZE:FROM_STEP,SIZE:FROM_STEP,…", e.g. "262144:0,524288:2000" — log
 262144 from step 0, 524288 from step 2000. Sizes are expected examples per step (here:
 sentence pairs), steps are 0-based noisy-step indices; the first segment starts at 0.
 """
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 from ..errors import InputError
 
+Segment = tuple[int, int]  # (first 0-based noisy step, logical batch from that step on)
 
-def parse_schedule(text):
+
+def parse_schedule(text: str) -> list[Segment]:
     """"B0:0,B1:S1,…" → [(from_step, batch), …] sorted, validated."""
-    segments = []
+    segments: list[Segment] = []
     for part in str(text).split(","):
         part = part.strip()
         if not part:
             continue
         try:
-            size, start = part.split(":")
-            size, start = int(size), int(start)
+            size_text, start_text = part.split(":")
+            size, start = int(size_text), int(start_text)
         except ValueError:
             raise InputError(f"--batch-schedule: cannot parse {part!r}; expected "
                              "SIZE:FROM_STEP, e.g. 256:0,1024:200") from None
@@ -40,7 +46,7 @@ def parse_schedule(text):
     return segments
 
 
-def batch_at(segments, step):
+def batch_at(segments: Sequence[Segment], step: int) -> int:
     """Logical batch size in effect at 0-based noisy step `step`."""
     size = segments[0][1]
     for start, s in segments:
@@ -51,7 +57,8 @@ def batch_at(segments, step):
     return size
 
 
-def rate_segments(segments, total_steps, n_examples):
+def rate_segments(segments: Sequence[Segment], total_steps: int,
+                  n_examples: float) -> list[tuple[float, int]]:
     """[(sample_rate, steps), …] for `total_steps` noisy steps over `n_examples`."""
     if n_examples < 1:
         raise InputError("no training examples")

@@ -14,7 +14,24 @@ few steps cost from what the noise costs (the study table shows both). With
 --dp-simulate-batch it runs the planned steps on batches of B_SIM: zero noise per averaged
 gradient, like the full-size control, at the simulation's cost.
 """
+from __future__ import annotations
+
+from typing import Any, Protocol
+
 from ..errors import InputError
+
+# a plan's batch segments: (first step, logical batch), or [(0, None)] at a fixed rate
+PlanSegment = tuple[int, "int | None"]
+
+
+class PlannedRun(Protocol):
+    """What this module reads of a run's settings (nmtfrag.dp.engine.DPConfig, which
+    imports this module: a protocol keeps the two apart)."""
+    simulate_batch: int | None
+    control: bool
+    batch_schedule: str | None
+    delta: float
+    accountant: str
 
 NOT_PRIVATE = {"simulation": "simulation: not private",
                "control": "noise-free control: not private"}
@@ -30,7 +47,7 @@ WHY = {"simulation": "a simulation of a planned DP run (Sander et al. 2023): bat
                             "simulation): no guarantee at all, so no certificate"}
 
 
-def check(config):
+def check(config: PlannedRun) -> None:
     """Refuse simulation and control settings that have no planned run to mirror."""
     if config.simulate_batch is not None:
         if config.batch_schedule:
@@ -41,14 +58,15 @@ def check(config):
                              f"{config.simulate_batch}")
 
 
-def mode(config):
+def mode(config: PlannedRun) -> str:
     """'private', 'simulation' or 'control'."""
     if config.control:  # with --dp-simulate-batch too: a control on smaller batches
         return "control"
     return "simulation" if config.simulate_batch is not None else "private"
 
 
-def training_noise(config, sigma, segments, n):
+def training_noise(config: PlannedRun, sigma: float, segments: list[PlanSegment],
+                   n: float) -> tuple[float, list[PlanSegment]]:
     """(σ, batch segments) the run trains with, for the planned (σ, segments): the plan
     itself when private, σ·B_SIM/B on batches of B_SIM for a simulation, σ = 0 for a
     control."""
@@ -58,14 +76,16 @@ def training_noise(config, sigma, segments, n):
     if config.simulate_batch is None:  # a control at the planned batch size
         return 0.0, segments
     b = segments[0][1]
+    assert b is not None  # a simulation plans a --logical-batch (DPConfig.check)
     if config.simulate_batch > n:
         raise InputError(f"--dp-simulate-batch {config.simulate_batch} exceeds the {n} "
                          "training units")
-    small = [(0, config.simulate_batch)]
+    small: list[PlanSegment] = [(0, config.simulate_batch)]
     return (0.0, small) if m == "control" else (sigma * config.simulate_batch / b, small)
 
 
-def record(config, sigma, segments, steps, train_sigma, planned_epsilon):
+def record(config: PlannedRun, sigma: float, segments: list[PlanSegment], steps: int,
+           train_sigma: float, planned_epsilon: float | None) -> dict[str, Any]:
     """The public record of a run that is not private (manifest, CLI summary)."""
     m = mode(config)
     b = segments[0][1]
