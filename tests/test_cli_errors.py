@@ -8,7 +8,6 @@ validation, before any model loads, so the whole table takes seconds.
 Print the table for a report (command, input, exit, message):
     PYTHONPATH=. python3 tests/test_cli_errors.py --table
 """
-import hashlib
 import os
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_output_guard import tree as snapshot  # noqa: E402 (every file's SHA-256)
 from tinymodel import make_corpus, write_parallel  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -204,17 +204,6 @@ def make_workspace(d):
         with open(os.path.join(d, name), "w", encoding="utf-8") as f:
             f.write(f"runs:\n  - name: dp\n    epsilon: {eps}\n")
     return d
-
-
-def snapshot(d):
-    """{relative path: sha256} of every file under `d` (inputs must not change)."""
-    out = {}
-    for root, _, files in os.walk(d):
-        for name in files:
-            p = os.path.join(root, name)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, d)] = hashlib.sha256(f.read()).hexdigest()
-    return out
 
 
 def run_case(case, d):
