@@ -68,8 +68,7 @@ guard_settings "$OUT" MODEL CHECKPOINT PASSES TEST_LINES TRAIN_LINES DELTA MAX_T
 # set (Adam under heavy noise moves each coordinate by about lr per step whatever the
 # signal, so fewer, smaller parameters take larger rates)
 RUN_CELLS=$(mktemp "$OUT/.cells.XXXXXX")
-LOCKS=()
-cleanup() { rm -f "$RUN_CELLS"; [ ${#LOCKS[@]} = 0 ] || rmdir "${LOCKS[@]}" 2> /dev/null || true; }
+cleanup() { rm -f "$RUN_CELLS"; }
 trap cleanup EXIT
 if [ -n "${CELLS:-}" ]; then
   [ -f "$CELLS" ] || { echo "error: CELLS: no file $CELLS" >&2; exit 2; }
@@ -146,11 +145,13 @@ flock 4; evaluate baseline "$MODEL"; flock -u 4
 
 while read -r -u 3 name opts; do
   opts=$(echo "$opts" | tr -s ' ')
-  if ! mkdir "$OUT/.lock-$name" 2> /dev/null; then
-    echo "error: cell $name is being run by another dp_recipe.sh (if not, remove $OUT/.lock-$name)" >&2
+  # a cell's lock is held by the kernel (flock), so a killed run leaves no stale lock
+  [ -d "$OUT/.lock-$name" ] && rmdir "$OUT/.lock-$name"  # the lock of older versions
+  exec 5> "$OUT/.lock-$name"
+  if ! flock -n 5; then
+    echo "error: cell $name is being run by another dp_recipe.sh" >&2
     exit 2
   fi
-  LOCKS+=("$OUT/.lock-$name")
   if ! done_ "$OUT/ft-$name"; then
     log "fine-tune $name: $opts"
     dp=(); [[ " $opts " == *" --dp "* ]] && dp=(--delta "$DELTA")
@@ -169,6 +170,7 @@ while read -r -u 3 name opts; do
     evaluate "$name" "$OUT/ft-$name" --baseline "$OUT/eval-baseline"
     write_table
   fi
+  exec 5>&-  # the cell is done: release its lock
 done 3< "$RUN_CELLS"
 
 write_table

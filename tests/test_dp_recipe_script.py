@@ -95,6 +95,23 @@ def test_rerun_skips_and_a_changed_cell_is_refused(study):
     assert proc.returncode == 2 and "cell dp-lora was run with" in proc.stderr
 
 
+def test_a_cell_another_run_holds_is_refused_and_a_killed_runs_lock_is_not(study):
+    out, env, _ = study
+    import fcntl
+
+    lock = out / ".lock-dp-lora"
+    assert lock.exists()  # left by the finished runs above, and they did not refuse
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        proc = _run(env)
+    assert proc.returncode == 2 and "cell dp-lora is being run by another" in proc.stderr
+    (out / ".lock-dp-lora-sim").unlink()
+    (out / ".lock-dp-lora-sim").mkdir()  # an older version's lock, its run killed
+    proc = _run(env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (out / ".lock-dp-lora-sim").is_file()
+
+
 def test_missing_settings_are_a_usage_error(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("MODEL", "DATA_ROOT")}
     proc = _run(env)
