@@ -14,10 +14,10 @@ converted for CTranslate2 first (timed separately, not in the runs) into --ct2-c
 Target (issue 11): int8 BLEU within 0.3 of fairseq's.
 
 usage: python3 benchmarks/engines.py --model DIR --src TEST.de --ref TEST.en --out OUT
-       [--first 500] [--tokenized] [--threads 2] [--beam 5] [--ct2-cache DIR]
+       [--first 500] [--pretokenized] [--threads 2] [--beam 5] [--ct2-cache DIR]
 e.g.   python3 benchmarks/engines.py --model ../shared/models/generic-deen-medium \\
            --src ../shared/data/indomain/EMEA/test.de \\
-           --ref ../shared/data/indomain/EMEA/test.en --tokenized --first 500 \\
+           --ref ../shared/data/indomain/EMEA/test.en --pretokenized --first 500 \\
            --out /tmp/ct2bench
 Writes OUT/<run>/ (evaluate outputs), OUT/engines.json and OUT/engines.md.
 """
@@ -64,7 +64,7 @@ def main():
     ap.add_argument("--ref", required=True, help="test reference")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--first", type=int, default=500, help="first N lines (default 500)")
-    ap.add_argument("--tokenized", action="store_true",
+    ap.add_argument("--pretokenized", "--tokenized", dest="tokenized", action="store_true",
                     help="SRC/REF are Moses-tokenised (as ../shared/data/indomain)")
     ap.add_argument("--threads", type=int, default=2, help="threads per run (default 2)")
     ap.add_argument("--beam", type=int, default=5)
@@ -93,7 +93,7 @@ def main():
                "--first", str(args.first), "--beam", str(args.beam), "--device", "cpu",
                "--threads", str(args.threads), "--engine", engine]
         if args.tokenized:
-            cmd.append("--tokenized")
+            cmd.append("--pretokenized")
         if compute:
             cmd += ["--compute-type", compute, "--ct2-cache", cache]
         t = time.perf_counter()

@@ -120,7 +120,7 @@ evaluate_and_audit() {
   if ! done_ "$OUT/eval-$cfg"; then
     log "evaluate $cfg"
     nmtfrag evaluate --model "$m" "${ckpt[@]}" --src "$DATA/test.de" --ref "$DATA/test.en" \
-      --tokenized "${first[@]}" --beam "$BEAM" --name "$cfg" "${base[@]}" \
+      --pretokenized "${first[@]}" --beam "$BEAM" --name "$cfg" "${base[@]}" \
       --out "$OUT/eval-$cfg" --overwrite "${dev[@]}" "${engine[@]}" "${FP16[@]}" > /dev/null
     fresh=1
   fi
@@ -244,7 +244,7 @@ for cfg in $APPROACHES; do
       # one expected pass in DP_STEPS noisy steps of N/DP_STEPS pairs (Poisson sampling)
       # shellcheck disable=SC2086
       nmtfrag finetune --model "$MODEL" --train "${TRAIN[@]}" --out "$OUT/ft-dp-sgd" \
-        --dp --target-epsilon "$DP_EPSILON" --delta "$DELTA" --dp-params "$DP_PARAMS" \
+        --dp --epsilon "$DP_EPSILON" --delta "$DELTA" --dp-params "$DP_PARAMS" \
         --logical-batch $(( N_TRAIN / DP_STEPS )) --dp-steps "$DP_STEPS" --dp-lr "$DP_LR" \
         --physical-batch 32 --max-grad-norm 1 "${ft_common[@]}" $FT_ARGS > /dev/null
     else

@@ -12,11 +12,11 @@
 # Cells:
 #   CELLS        file, one cell a line: a NAME, then its `nmtfrag finetune` options
 #                (default: the grid below). Each cell trains for PASSES passes
-#                (--max-epoch; a DP cell takes that many expected passes of Poisson
+#                (--max-epochs; a DP cell takes that many expected passes of Poisson
 #                batches of its --logical-batch, or ceil(PASSES/Q) steps at its
 #                --sample-rate Q). The cell `nonprivate-all` is the
 #                reference the shares of gain are of (REFERENCE to pick another).
-#                Cells may use any finetune --dp option: --max-epoch via PASSES, a logical
+#                Cells may use any finetune --dp option: --max-epochs via PASSES, a logical
 #                batch up to the whole data, --dp-warmup-steps, --dp-clip-mode normalize,
 #                --dp-loss mean, --dp-control (σ = 0, not private; ε column "control";
 #                under SIMULATE it runs the planned steps on batches of B_SIM),
@@ -128,7 +128,7 @@ evaluate() {  # NAME MODEL_DIR [--baseline DIR]
   done_ "$OUT/eval-$name" && return 0
   log "evaluate $name"
   nmtfrag evaluate --model "$m" "${ckpt[@]}" --src "$DATA/test.de" --ref "$DATA/test.en" \
-    --tokenized "${first[@]}" --name "$name" "$@" --out "$OUT/eval-$name" --overwrite \
+    --pretokenized "${first[@]}" --name "$name" "$@" --out "$OUT/eval-$name" --overwrite \
     "${dev[@]}" "${engine[@]}" > /dev/null
 }
 # write_table: RUNS/DOMAIN/table.md of every cell evaluated so far (rewritten after each
@@ -163,7 +163,7 @@ while read -r -u 3 name opts; do
     # shellcheck disable=SC2086
     nmtfrag finetune --model "$MODEL" "${ckpt[@]}" --train "$OWN/train.de" "$OWN/train.en" \
       --valid-src "$DATA/valid.de" --valid-tgt "$DATA/valid.en" --pretokenized \
-      --out "$OUT/ft-$name" "${again[@]}" --max-epoch "$PASSES" --max-tokens "$MAX_TOKENS" \
+      --out "$OUT/ft-$name" "${again[@]}" --max-epochs "$PASSES" --max-tokens "$MAX_TOKENS" \
       "${dp[@]}" --seed "$SEED" -q "${dev[@]}" $opts $FT_ARGS > /dev/null
   fi
   if ! done_ "$OUT/eval-$name"; then
