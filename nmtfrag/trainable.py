@@ -38,6 +38,9 @@ class TrainableSet:
     def __post_init__(self) -> None:
         if self.kind not in CHOICES:
             raise ValueError(f"trained parameters must be one of {CHOICES}, got {self.kind!r}")
+        if self.freeze_embeddings and self.kind != "all":
+            raise ValueError(f"--dp-freeze-embeddings leaves the embeddings out of --dp-params "
+                             f"all; {self.kind} never trains them")
         self.lora_modules = parse_lora_modules(self.lora_modules)
 
     @property

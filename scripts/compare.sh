@@ -20,8 +20,11 @@
 #   MAX_TOKENS (2048)  LR (0.000175)  PATIENCE (5)  VALIDATE_EVERY (UPDATES/2)
 #   TRAIN_LINES  owner data = a seeded sample of N training pairs (default 0: all)
 #   TEST_LINES   BLEU on the first N test lines (default 0: all)
-#   DP_EPSILON (8)  DELTA (1e-5)  DP_STEPS (10 noisy steps = one expected pass)
-#   DP_LR (0.0005)  DP_PARAMS (all)  DP_UNIT_CAP (16)
+#   DP_EPSILON (8)  DELTA (1e-5)  DP_UNIT_CAP (16)
+#   DP_ARGS      finetune --dp options of the dp-sgd cell (default none: the default DP
+#                recipe of `finetune --dp`, nmtfrag.dp.recipe: LoRA, a public rate of 0.1
+#                for 10 expected passes, lr 0.002 — its own budget, not UPDATES), e.g.
+#                "--dp-params bias --dp-lr 0.01"
 #   ALIGN_PUBLIC  PUBLIC parallel text PREFIX (PREFIX.de, PREFIX.en, untokenised), e.g.
 #                the generic corpus: the dp-release cell aligns each pair on its own with
 #                a model learned there (required with dp-release: an alignment learned on
@@ -78,9 +81,7 @@ TRAIN_LINES=${TRAIN_LINES:-0}
 TEST_LINES=${TEST_LINES:-0}
 DP_EPSILON=${DP_EPSILON:-8}
 DELTA=${DELTA:-1e-5}
-DP_STEPS=${DP_STEPS:-10}
-DP_LR=${DP_LR:-0.0005}
-DP_PARAMS=${DP_PARAMS:-all}
+DP_ARGS=${DP_ARGS:-}
 DP_UNIT_CAP=${DP_UNIT_CAP:-16}
 AUDIT=${AUDIT:-1}
 CANARY_COUNT=${CANARY_COUNT:-3}
@@ -99,7 +100,7 @@ default_engine "$OUT"
 # the settings that shape the cells: a rerun must use the same ones, or cells made with
 # different owner data or budgets would end up side by side in one report
 guard_settings "$OUT" MODEL CHECKPOINT TRAIN_LINES SEED AUDIT CANARY_COUNT CANARY_REPEATS \
-  SAMPLE_RATE MAX_TOKENS LR PATIENCE UPDATES DP_EPSILON DELTA DP_STEPS DP_LR DP_PARAMS \
+  SAMPLE_RATE MAX_TOKENS LR PATIENCE UPDATES DP_EPSILON DELTA DP_ARGS \
   DP_UNIT_CAP TEST_LINES BEAM ENGINE ALIGN_PUBLIC
 
 common_args
@@ -241,12 +242,11 @@ for cfg in $APPROACHES; do
       *) train=("$OUT/rel-$cfg") ;;
     esac
     if [ "$cfg" = dp-sgd ]; then
-      # one expected pass in DP_STEPS noisy steps of N/DP_STEPS pairs (Poisson sampling)
+      # the default DP recipe (nmtfrag.dp.recipe) unless DP_ARGS says otherwise
       # shellcheck disable=SC2086
       nmtfrag finetune --model "$MODEL" --train "${TRAIN[@]}" --out "$OUT/ft-dp-sgd" \
-        --dp --epsilon "$DP_EPSILON" --delta "$DELTA" --dp-params "$DP_PARAMS" \
-        --logical-batch $(( N_TRAIN / DP_STEPS )) --dp-steps "$DP_STEPS" --dp-lr "$DP_LR" \
-        --physical-batch 32 --max-grad-norm 1 "${ft_common[@]}" $FT_ARGS > /dev/null
+        --dp --epsilon "$DP_EPSILON" --delta "$DELTA" "${ft_common[@]}" $DP_ARGS \
+        $FT_ARGS > /dev/null
     else
       # shellcheck disable=SC2086
       nmtfrag finetune --model "$MODEL" --train "${train[@]}" --out "$OUT/ft-$cfg" \

@@ -20,7 +20,7 @@ CELLS = "len4 len4-tag sent dp-release dp-sgd"
 def _env(**extra):
     env = dict(os.environ, OMP_NUM_THREADS="1", THREADS="1", DEVICE="cpu",
                MAX_TOKENS="600", DELTA="1e-4", SAMPLES="30", MI_PAIRS="40", CANARY_COUNT="1",
-               CANARY_REPEATS="1,5", TEST_LINES="20", DP_STEPS="3", BEAM="2",
+               CANARY_REPEATS="1,5", TEST_LINES="20", DP_ARGS="--dp-steps 3", BEAM="2",
                FT_ARGS="--allow-few-units")
     env.update(extra)
     return env
@@ -56,11 +56,12 @@ def test_every_cell_has_the_budget_of_one_sentence_pass(compared):
     assert _manifest(out / "ft-sent")["counts"]["train"]["pairs"] == n_train
     for cell in ("len4", "len4-tag", "dp-release"):
         assert _manifest(out / f"ft-{cell}")["result"]["num_updates"] == budget, cell
-    # the DP cell: DP_STEPS noisy steps of n/DP_STEPS expected pairs = one expected pass
+    # the DP cell: the default recipe (LoRA, public rate 0.1), cut to 3 steps by DP_ARGS
     cert = json.loads((out / "ft-dp-sgd" / "privacy.json").read_text())
     assert cert["training"]["steps"] == 3 and "n_units" not in cert["training"]
+    assert cert["training"]["history"][-1][1:] == [0.1, 3]
     assert _manifest(out / "ft-dp-sgd" / "owner")["units"]["n"] == n_train
-    assert _manifest(out / "ft-dp-sgd")["params"]["logical_batch"] == n_train // 3
+    assert _manifest(out / "ft-dp-sgd")["params"]["trained_parameters"]["kind"] == "lora"
 
 
 def test_report_has_one_row_per_cell_with_its_figures(compared):

@@ -206,3 +206,40 @@ def test_refused_combinations():
     with pytest.raises(InputError, match="positive"):  # σ = 0 only for the control
         sgd.DPSGD(torch.nn.Linear(2, 2), None, max_grad_norm=1.0, noise_multiplier=0.0,
                   expected_batch_size=1)
+
+
+def test_options_left_out_take_the_default_recipe(tiny_dir, capsys):
+    """`finetune --dp --epsilon E --delta D` alone trains the default recipe
+    (nmtfrag.dp.recipe): LoRA adapters, Adam lr 0.002, a public rate of 0.1 for 10
+    expected passes (ceil(10/0.1) = 100 steps, composed by RDP with no unit count);
+    fine-tuning without --dp still trains every parameter."""
+    from nmtfrag.cli import main
+    from nmtfrag.dp import recipe
+    from nmtfrag.dp.engine import total_steps
+
+    config = DPConfig(delta=1e-5, target_epsilon=8)
+    assert (config.sample_rate, config.epochs, config.lr, config.params.kind) == (
+        0.1, 10.0, 0.002, "lora") == (recipe.DEFAULT.sample_rate, recipe.DEFAULT.epochs,
+                                      recipe.DEFAULT.lr, recipe.DEFAULT.params)
+    assert total_steps(config, [], 10_001) == 100
+    given = DPConfig(delta=1e-5, target_epsilon=8, logical_batch=500, steps=7)
+    assert given.sample_rate is None and given.epochs is None
+
+    root, base = tiny_dir
+    assert main(_argv(root, base, "recipe", "--epsilon", "8", "--delta", "1e-3",
+                      "--seed", "3")) == 0
+    capsys.readouterr()
+    out = root / "recipe"
+    t = json.loads((out / "privacy.json").read_text())["training"]
+    assert t["steps"] == 100 and t["history"][-1][1:] == [0.1, 100]
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["params"]["trained_parameters"]["kind"] == "lora" and man["params"]["lr"] == 0.002
+
+    from nmtfrag.commands import finetune as command
+    from nmtfrag.dp import cli_args
+
+    parser = __import__("argparse").ArgumentParser()
+    command.add_arguments(parser)
+    plain = parser.parse_args(["--model", "m", "--train", "a", "b", "--out", "o",
+                              "--valid-src", "v", "--valid-tgt", "w"])
+    assert cli_args.trainable_set(plain).kind == "all"

@@ -305,7 +305,8 @@ def test_vocabulary_epsilon_composes_into_the_certificate(tiny_dir, tmp_path):
     (["--target-epsilon", "3", "--delta", "1e-3", "--logical-batch", "500",
       "--dp-steps", "1"], "exceeds"),
     (["--noise-multiplier", "1", "--delta", "1e-3", "--sample-rate", "0.25",
-      "--dp-steps", "1", "--dp-clipping", "ghost"], "shared by several layers"),
+      "--dp-steps", "1", "--dp-clipping", "ghost", "--dp-params", "all"],
+     "shared by several layers"),
 ])
 def test_finetune_dp_refuses_void_configurations(tiny_dir, capsys, extra, msg):
     from nmtfrag.cli import main

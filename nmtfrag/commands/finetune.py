@@ -15,6 +15,9 @@ examples:
   nmtfrag finetune --model wmt19.de-en/ --train train.de train.en --pretokenized \\
       --valid-src valid.de --valid-tgt valid.en --out adapted/ --max-epochs 3
   nmtfrag finetune ... --out adapted/ --resume      # continue a killed run
+  nmtfrag finetune --model wmt19.de-en/ --train train.de train.en --pretokenized \
+      --valid-src valid.de --valid-tgt valid.en --out dp-adapted/ \
+      --dp --epsilon 8 --delta 1e-5               # the default DP recipe (--dp below)
 """
 from __future__ import annotations
 
@@ -98,7 +101,8 @@ def _add_training(tr: opt.OptionGroup) -> None:
                     default=None, metavar="N", help="stop after N updates"
                     + opt.also_spelled("--max-update", "fairseq's spelling"))
     tr.add_argument("--max-epochs", "--max-epoch", dest="max_epoch", type=ct.positive_int,
-                    default=None, metavar="N", help="stop after N epochs"
+                    default=None, metavar="N",
+                    help="stop after N epochs (with --dp: N expected passes, default 10)"
                     + opt.also_spelled("--max-epoch", "fairseq's spelling"))
     tr.add_argument("--patience", type=ct.int_at_least(-1), default=5,
                     help="stop when the validation loss has not improved for N "

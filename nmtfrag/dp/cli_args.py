@@ -15,6 +15,7 @@ from .. import cli_types as ct
 from ..errors import InputError
 from ..lora_targets import LORA_DEFAULT_MODULES
 from ..trainable import CHOICES, TrainableSet
+from . import recipe
 
 if TYPE_CHECKING:
     from .engine import DPConfig
@@ -25,7 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "differential privacy (DP-SGD)",
         "With --dp, training uses per-example clipping, Gaussian noise and Poisson "
         "sampling of logical batches (see `nmtfrag privacy` to plan ε before "
-        "training); the certificate goes to OUT/privacy.json and OUT/manifest.json.")
+        "training); the certificate goes to OUT/privacy.json and OUT/manifest.json. "
+        "Options left out take the default recipe's values (nmtfrag.dp.recipe, "
+        f"README: 'Which DP-SGD recipe'): {recipe.DEFAULT.describe()}, C 1.")
     _add_guarantee(g)
     _add_batches(g)
     _add_units(g)
@@ -34,9 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_guarantee(g: opt.OptionGroup) -> None:
     """--dp and the (ε, δ) it is calibrated to; the clipping norm; the accountant."""
-    opt.add_dp(g, "train with DP-SGD (requires --delta, one of --sample-rate / "
-                  "--logical-batch / --batch-schedule, and one of --epsilon / "
-                  "--noise-multiplier; --noise-multiplier only with --sample-rate)")
+    opt.add_dp(g, "train with DP-SGD (requires --delta and one of --epsilon / "
+                  "--noise-multiplier; the rate is --sample-rate (default "
+                  f"{recipe.DEFAULT.sample_rate}), --logical-batch or --batch-schedule; "
+                  "--noise-multiplier only with --sample-rate)")
     opt.add_epsilon(g, "calibrate the noise multiplier so that training reaches this ε at "
                        "--delta", dest="target_epsilon")
     opt.add_noise_multiplier(g, "noise std / max-grad-norm (σ); alternative to --epsilon")
@@ -54,7 +58,8 @@ def _add_batches(g: opt.OptionGroup) -> None:
                    help="expected examples per noisy step (Poisson sampling rate = "
                         "logical batch / training examples)")
     opt.add_sampling_rate(g, "public Poisson sampling rate of every noisy step, in (0, 1]; "
-                             "instead of --logical-batch/--batch-schedule. The rate is "
+                             "instead of --logical-batch/--batch-schedule (default "
+                             f"{recipe.DEFAULT.sample_rate} when none is given). The rate is "
                              "fixed in advance (no unit count needed for it; --max-epochs "
                              "E gives ceil(E/Q) steps), so the DP unit count and the "
                              "training compose by RDP and --noise-multiplier is allowed. "
@@ -70,7 +75,8 @@ def _add_batches(g: opt.OptionGroup) -> None:
                               "--logical-batch")
     g.add_argument("--dp-steps", type=ct.positive_int, default=None,
                    help="number of noisy (logical) steps; default: --max-updates, else "
-                        "enough steps for --max-epochs passes over the data")
+                        "enough steps for --max-epochs passes over the data (default "
+                        f"{recipe.DEFAULT.epochs:g} passes)")
     g.add_argument("--world-size", type=ct.positive_int, default=None, metavar="N",
                    help="DP-SGD in N processes through torch.distributed (gloo on CPU; on "
                         "CUDA one GPU each, as --gpus N): each clips its share of the "
@@ -99,10 +105,12 @@ def _add_recipe(g: opt.OptionGroup) -> None:
                    help="decoupled weight decay towards zero (large values help DP "
                         "training, Anil et al. 2021 §4.3)")
     g.add_argument("--dp-lr", type=ct.positive_float, default=None,
-                   help="learning rate of the DP optimizer (default: finetune's --lr)")
+                   help=f"learning rate of the DP optimizer (Adam; default "
+                        f"{recipe.DEFAULT.lr}, the default recipe's)")
     g.add_argument("--dp-freeze-embeddings", action="store_true",
                    help="train everything but the (tied) embedding matrices: far fewer "
-                        "noisy dimensions and a faster step")
+                        "noisy dimensions and a faster step (--dp-params all, the set it "
+                        "implies when --dp-params is left out)")
     g.add_argument("--dp-clipping", choices=("auto", "ghost", "hooks"), default="auto",
                    help="how per-example gradients are clipped: hooks (per-example "
                         "gradients materialised; faster), ghost (opacus' ghost clipping: "
@@ -143,11 +151,11 @@ def _add_recipe(g: opt.OptionGroup) -> None:
 
 def add_trainable_arguments(group: opt.OptionGroup) -> None:
     """--dp-params and the LoRA options (they serve fine-tuning with and without --dp)."""
-    group.add_argument("--dp-params", choices=CHOICES, default="all",
-                       help="which parameters train: all (default), lora (low-rank "
-                            "adapters, merged into the weights at the end), bias (BitFit) "
-                            "or decoder (its layers). Fewer trained parameters means less "
-                            "DP noise; also usable without --dp")
+    group.add_argument("--dp-params", choices=CHOICES, default=None,
+                       help="which parameters train: all (default without --dp), lora "
+                            "(low-rank adapters, merged into the weights at the end; "
+                            "default with --dp), bias (BitFit) or decoder (its layers). "
+                            "Fewer trained parameters means less DP noise")
     group.add_argument("--lora-rank", type=ct.positive_int, default=8,
                        help="LoRA rank r (default 8)")
     group.add_argument("--lora-alpha", type=ct.positive_float, default=16.0,
@@ -160,10 +168,14 @@ def add_trainable_arguments(group: opt.OptionGroup) -> None:
 def trainable_set(args: argparse.Namespace) -> TrainableSet:
     """The trained parameter set of --dp-params and the LoRA options (both methods)."""
     try:
-        return TrainableSet(args.dp_params, lora_rank=args.lora_rank,
+        freeze = bool(getattr(args, "dp_freeze_embeddings", False))
+        # left out: every parameter without --dp or with --dp-freeze-embeddings (all but
+        # the embeddings), else the default recipe's set
+        kind = args.dp_params or ("all" if freeze or not getattr(args, "dp", False)
+                                  else recipe.DEFAULT.params)
+        return TrainableSet(kind, lora_rank=args.lora_rank,
                             lora_alpha=args.lora_alpha, lora_modules=args.lora_modules,
-                            freeze_embeddings=bool(getattr(args, "dp_freeze_embeddings",
-                                                           False)))
+                            freeze_embeddings=freeze)
     except ValueError as exc:
         raise InputError(str(exc)) from None
 
@@ -204,7 +216,7 @@ def config_from_args(args: argparse.Namespace) -> DPConfig:
         physical_batch=args.physical_batch, physical_max_tokens=args.max_tokens,
         steps=args.dp_steps or getattr(args, "max_updates", None),
         epochs=getattr(args, "max_epoch", None), accountant=args.accountant,
-        lr=args.dp_lr or args.lr, weight_decay=args.dp_weight_decay,
+        lr=args.dp_lr or recipe.DEFAULT.lr, weight_decay=args.dp_weight_decay,
         params=trainable_set(args), unit=args.privacy_unit, documents=args.documents,
         dedup=args.dedup, allow_few_units=args.allow_few_units, seed=args.seed,
         valid_every=args.dp_valid_every, clipping=args.dp_clipping,

@@ -49,7 +49,7 @@ from ..randomness import Seed, resolve_seed
 from ..trainable import TrainableSet
 from ..training_data import (MODEL_KIND, TagPolicy, TrainingSources, WorkLayout, model_files,
                              write_finetuned_model)
-from . import accounting, resume, schedule, simulate, unit_count
+from . import accounting, recipe, resume, schedule, simulate, unit_count
 
 if TYPE_CHECKING:
     import torch
@@ -77,9 +77,9 @@ class DPConfig:
     steps: Optional[int] = None
     epochs: Optional[float] = None             # used when steps is None
     accountant: str = "rdp"
-    lr: float = 0.000175
+    lr: float = recipe.DEFAULT.lr
     weight_decay: float = 0.0
-    params: TrainableSet = field(default_factory=TrainableSet)
+    params: TrainableSet = field(default_factory=recipe.DEFAULT.trainable)
     unit: str = "sentence"
     documents: Optional[str] = None            # one document id per training line
     dedup: bool = False
@@ -92,6 +92,14 @@ class DPConfig:
     warmup_steps: int = 0                      # linear lr warm-up over these steps
     simulate_batch: Optional[int] = None       # not private: nmtfrag.dp.simulate
     control: bool = False                      # σ = 0, not private: nmtfrag.dp.simulate
+
+    def __post_init__(self) -> None:
+        """Left out, the rate and the length of the run are the default recipe's
+        (nmtfrag.dp.recipe), as are the lr and the trained set above."""
+        if self.sample_rate is None and not (self.logical_batch or self.batch_schedule):
+            self.sample_rate = recipe.DEFAULT.sample_rate
+        if self.steps is None and self.epochs is None:
+            self.epochs = recipe.DEFAULT.epochs
 
     def check(self) -> None:
         """Refuse configurations that would void (or silently change) the guarantee."""
@@ -151,9 +159,6 @@ class DPConfig:
                 raise InputError("--dp-simulate-batch needs the planned --logical-batch "
                                  "(σ_sim = σ·B_SIM/B), not --sample-rate")
             return
-        if not batch:
-            raise InputError("--dp needs --sample-rate Q, --logical-batch (expected units "
-                             "per noisy step) or --batch-schedule")
         if self.noise_multiplier is not None and self.simulate_batch is None \
                 and not self.control:  # a simulation or control has no certificate
             raise InputError("--noise-multiplier with --logical-batch/--batch-schedule: "
