@@ -406,6 +406,7 @@ class TrainingOutcome:
     argv: list[str]
     validations: list[dict]
     train_seconds: float
+    earlier_train_seconds: float = 0.0  # of the interrupted run a resumed one continues
     num_updates: int = 0
     best_checkpoint_updates: int = 0
     valid_loss_best: float | None = None
@@ -542,6 +543,7 @@ def train(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
         log_interval=job.log_interval, resume=job.resume)
     cfg = build_train_cfg(argv, md.arch)
     os.makedirs(dirs.save_dir, exist_ok=True)
+    earlier = earlier_training_seconds(dirs.save_dir) if job.resume else 0.0
     handler = _LogCapture(os.path.join(dirs.out, "train.log"))
     attached = _attach(handler, logging.WARNING if job.quiet else logging.INFO)
     t_train = time.time()
@@ -550,7 +552,20 @@ def train(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
     finally:
         _detach(handler, attached)
         handler.close()
-    return TrainingOutcome(argv, handler.valid, time.time() - t_train)
+    return TrainingOutcome(argv, handler.valid, time.time() - t_train, earlier)
+
+
+def earlier_training_seconds(save_dir: str) -> float:
+    """Training time of the interrupted run up to the checkpoint a resume continues from
+    (fairseq keeps it in the checkpoint's extra state), so a study reports a resumed
+    run's whole cost, not only its last part."""
+    import torch
+
+    path = os.path.join(save_dir, "checkpoint_last.pt")
+    if not os.path.exists(path):
+        return 0.0
+    state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    return float((state.get("extra_state") or {}).get("previous_training_time") or 0.0)
 
 
 def keep_best(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
@@ -629,6 +644,7 @@ def run_manifest(job: FineTuneJob, config: FineTuneConfig, md: ModelDir,
                                   and not config.max_epochs),
             "resumed": bool(job.resume),
             "train_seconds_this_run": round(outcome.train_seconds, 1),
+            "train_seconds": round(outcome.earlier_train_seconds + outcome.train_seconds, 1),
             "wall_seconds_this_run": None,
             "validations_this_run": outcome.validations,
             "worse_than_before": worse_than_before(before, outcome.valid_loss_best),

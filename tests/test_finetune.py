@@ -195,6 +195,8 @@ def test_resume_after_kill_continues_from_checkpoint(tiny_model_dir, data, tmp_p
     assert not os.path.exists(os.path.join(out, "manifest.json"))
     k = load_state(last)["optimizer_history"][-1]["num_updates"]
     assert k >= 10
+    earlier = load_state(last)["extra_state"]["previous_training_time"]
+    assert earlier > 0
 
     # without --resume the interrupted run is protected
     kw = dict(valid_src=data["valid"][0], valid_tgt=data["valid"][1], max_tokens=600,
@@ -204,6 +206,9 @@ def test_resume_after_kill_continues_from_checkpoint(tiny_model_dir, data, tmp_p
     run_finetune(tiny_model_dir, list(data["train"]), out, resume=True, **kw)
     m = json.load(open(os.path.join(out, "manifest.json")))
     assert m["result"]["resumed"] and m["result"]["num_updates"] == k + 10
+    # the cost of the whole run: the killed part up to its checkpoint, then this one
+    r = m["result"]
+    assert r["train_seconds"] == pytest.approx(earlier + r["train_seconds_this_run"], abs=0.1)
     with open(os.path.join(out, "train.log"), encoding="utf-8") as f:
         log = f.read()
     assert "checkpoint_last.pt (epoch" in log and f"@ {k} updates)" in log

@@ -79,8 +79,9 @@ def cell_row(root: str, name: str) -> dict[str, Any]:
         result = man.get("result") or {}
         row["updates"] = result.get("num_updates")
         row["epochs"] = params.get("max_epochs")
-        if result.get("train_seconds_this_run") is not None:
-            row["cpu_hours"] = result["train_seconds_this_run"] / 3600
+        seconds = result.get("train_seconds", result.get("train_seconds_this_run"))
+        if seconds is not None:  # a resumed run's earlier parts included
+            row["cpu_hours"] = seconds / 3600
     return row
 
 
