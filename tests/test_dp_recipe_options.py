@@ -201,8 +201,6 @@ def test_refused_combinations():
         DPConfig(**public_rate, clip_mode="auto").check()
     with pytest.raises(InputError, match="--dp-loss"):
         DPConfig(**public_rate, loss="max").check()
-    with pytest.raises(InputError, match="needs the planned --logical-batch"):
-        DPConfig(**public_rate, simulate_batch=4).check()
     with pytest.raises(InputError, match="positive"):  # σ = 0 only for the control
         sgd.DPSGD(torch.nn.Linear(2, 2), None, max_grad_norm=1.0, noise_multiplier=0.0,
                   expected_batch_size=1)
@@ -243,3 +241,26 @@ def test_options_left_out_take_the_default_recipe(tiny_dir, capsys):
     plain = parser.parse_args(["--model", "m", "--train", "a", "b", "--out", "o",
                               "--valid-src", "v", "--valid-tgt", "w"])
     assert cli_args.trainable_set(plain).kind == "all"
+
+
+def test_a_fixed_rate_plan_is_simulated_at_its_expected_batch(tiny_dir, capsys):
+    """The default recipe plans a public rate q, not a batch: its simulation mirrors the
+    expected batch q·ñ — batches of B_SIM (rate B_SIM/ñ) with σ·B_SIM/(q·ñ) — for the
+    planned ceil(E/q) steps, and has no certificate."""
+    from nmtfrag.cli import main
+
+    root, base = tiny_dir
+    assert main(_argv(root, base, "sim-rate", "--epsilon", "8", "--delta", "1e-3",
+                      "--max-epochs", "1", "--dp-simulate-batch", "6", "--seed", "2")) == 0
+    io = capsys.readouterr()
+    out = root / "sim-rate"
+    assert "simulation: not private" in io.err and not (out / "privacy.json").exists()
+    planned = json.loads((out / "manifest.json").read_text())["not_private"]["planned"]
+    n_plan = _planning_count(out, 1)  # a fixed rate takes nothing from ñ but the divisor
+    assert planned["steps"] == 10  # ceil(1 / 0.1)
+    assert planned["logical_batch"] == round(0.1 * n_plan)
+    summary = json.loads(io.out)
+    assert summary["trained_noise_multiplier"] == pytest.approx(
+        summary["noise_multiplier"] * 6 / (0.1 * n_plan))
+    log = [json.loads(ln) for ln in (out / "owner" / "train.log").read_text().splitlines()]
+    assert len(log) == 10 and all(r["sample_rate"] == pytest.approx(6 / n_plan) for r in log)

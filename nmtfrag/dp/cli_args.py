@@ -140,8 +140,9 @@ def _add_recipe(g: opt.OptionGroup) -> None:
     g.add_argument("--dp-simulate-batch", type=ct.positive_int, default=None, metavar="B_SIM",
                    help="NOT PRIVATE: a cheap simulation of the planned run (Sander et "
                         "al. 2023): Poisson batches of B_SIM with noise multiplier "
-                        "σ·B_SIM/B (the planned run's noise per averaged gradient) for the "
-                        "planned steps; no certificate")
+                        "σ·B_SIM/B (the planned run's noise per averaged gradient; B is "
+                        "the --logical-batch, or q·ñ at a --sample-rate q) for the planned "
+                        "steps; no certificate")
     g.add_argument("--dp-control", action="store_true",
                    help="NOT PRIVATE: the planned schedule with clipping but no noise "
                         "(σ = 0), to see what clipping and few steps cost apart from the "

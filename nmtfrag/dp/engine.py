@@ -155,9 +155,6 @@ class DPConfig:
                                  "--batch-schedule: give the rate or the batch")
             if not 0.0 < self.sample_rate <= 1.0:
                 raise InputError(f"--sample-rate must be in (0, 1], got {self.sample_rate}")
-            if self.simulate_batch is not None:
-                raise InputError("--dp-simulate-batch needs the planned --logical-batch "
-                                 "(σ_sim = σ·B_SIM/B), not --sample-rate")
             return
         if self.noise_multiplier is not None and self.simulate_batch is None \
                 and not self.control:  # a simulation or control has no certificate
@@ -333,8 +330,9 @@ def fixed_rate(q: float, step: int) -> float:
 
 def step_rates(config: DPConfig, segments: list[tuple[int, int]],
                n_plan: float) -> Callable[[int], float]:
-    """rate_of_step for train_dp (picklable, for spawned processes)."""
-    if config.sample_rate is not None:
+    """rate_of_step for train_dp (picklable, for spawned processes); a simulation
+    samples its batches of B_SIM from the segments whatever the planned rate."""
+    if config.sample_rate is not None and config.simulate_batch is None:
         return functools.partial(fixed_rate, float(config.sample_rate))
     return functools.partial(rate_at, segments, n_plan)
 
@@ -477,7 +475,7 @@ def dp_finetune(job: FineTuneJob, config: DPConfig) -> dict:
                                            prior)
     run.before, run.after, run.wall_seconds = before, after, time.time() - t0
     not_private = (None if simulate.mode(config) == "private" else
-                   simulate.record(config, plan.sigma, plan.segments, plan.steps,
+                   simulate.record(config, plan.sigma, plan.planned_segments, plan.steps,
                                    plan.train_sigma, training["epsilon"]))
     write_owner_json(out, owner_record(job, config, md, sources, seed, not_private,
                                        prep.record(), plan, run, hashes))
@@ -604,6 +602,7 @@ class NoisePlan:
     composition: dict
     train_sigma: float
     train_segments: list
+    planned_segments: list  # (first step, expected batch): q·ñ at a fixed rate q
 
 
 def plan_run(config: DPConfig, out: str, seed: Seed, resuming: bool, n: int,
@@ -621,9 +620,11 @@ def plan_run(config: DPConfig, out: str, seed: Seed, resuming: bool, n: int,
     n_plan = unit_count.planning_count(n_hat, largest_batch(config, n))
     sigma, segs, steps, rate_segs, composition = plan_noise(config, n_plan,
                                                             fixed=[count_seg])
-    train_sigma, train_segs = simulate.training_noise(config, sigma, segs, n)
+    # a simulation mirrors the planned expected batch: B, or q·ñ at a fixed rate q
+    planned = segs if config.sample_rate is None else [(0, config.sample_rate * n_plan)]
+    train_sigma, train_segs = simulate.training_noise(config, sigma, planned, n)
     return NoisePlan(n, n_hat, n_plan, count_seg, sigma, segs, steps, rate_segs,
-                     composition, train_sigma, train_segs)
+                     composition, train_sigma, train_segs, planned)
 
 
 @dataclass

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 from ..errors import InputError
 
-# a plan's batch segments: (first step, logical batch), or [(0, None)] at a fixed rate
-PlanSegment = tuple[int, "int | None"]
+# a plan's batch segments: (first step, expected batch: B, or q·ñ at a fixed rate q)
+PlanSegment = tuple[int, "float | None"]
 
 
 class PlannedRun(Protocol):
@@ -76,7 +76,7 @@ def training_noise(config: PlannedRun, sigma: float, segments: list[PlanSegment]
     if config.simulate_batch is None:  # a control at the planned batch size
         return 0.0, segments
     b = segments[0][1]
-    assert b is not None  # a simulation plans a --logical-batch (DPConfig.check)
+    assert b is not None  # the planned expected batch (B, or q·ñ: engine.plan_run)
     if config.simulate_batch > n:
         raise InputError(f"--dp-simulate-batch {config.simulate_batch} exceeds the {n} "
                          "training units")
@@ -89,6 +89,7 @@ def record(config: PlannedRun, sigma: float, segments: list[PlanSegment], steps:
     """The public record of a run that is not private (manifest, CLI summary)."""
     m = mode(config)
     b = segments[0][1]
+    b = round(b) if isinstance(b, float) else b  # q·ñ of a fixed-rate plan, expected
     why = "simulated control" if m == "control" and config.simulate_batch else m
     rec = {"mode": m, "not_private": NOT_PRIVATE[m],
            "why": WHY[why].format(b=b, b_sim=config.simulate_batch, sigma_sim=train_sigma),
