@@ -66,8 +66,8 @@ guard_settings "$OUT" MODEL CHECKPOINT PASSES TEST_LINES TRAIN_LINES DELTA MAX_T
 
 # the cells (default: the study behind the README's recipe table): the early-stopped
 # non-private reference; the recipe (LoRA, lr 0.002, 10 expected passes of batches of
-# 1,000, the default of finetune --dp at n = 10k, where --sample-rate 0.1 is the same
-# schedule) and biases (lr 0.01: Adam under heavy noise moves each coordinate by about
+# 1,000; finetune --dp's default is written as --sample-rate 0.1, nearly this schedule
+# at n = 10k: 100 steps composed by RDP instead of 102 by basic composition) and biases (lr 0.01: Adam under heavy noise moves each coordinate by about
 # lr per step whatever the signal, so the few bias values take a larger rate) at ε 8 and
 # 1; and the noise-free control of the recipe (σ = 0, not private)
 RUN_CELLS=$(mktemp "$OUT/.cells.XXXXXX")

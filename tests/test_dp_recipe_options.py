@@ -230,6 +230,13 @@ def test_options_left_out_take_the_default_recipe(tiny_dir, capsys):
     out = root / "recipe"
     t = json.loads((out / "privacy.json").read_text())["training"]
     assert t["steps"] == 100 and t["history"][-1][1:] == [0.1, 100]
+    # the rate was fixed in advance: the DP unit count (first segment) and the training
+    # compose by RDP
+    assert t["history"][0] == [100.0, 1.0, 1] and t["composition"]["kind"] == "rdp"
+    capsys.readouterr()
+    assert main(_argv(root, base, "recipe-lr", "--epsilon", "8", "--delta", "1e-3",
+                      "--lr", "0.001")) == 2  # --lr is the other method's: refused
+    assert "give --dp-lr" in capsys.readouterr().err
     man = json.loads((out / "manifest.json").read_text())
     assert man["params"]["trained_parameters"]["kind"] == "lora" and man["params"]["lr"] == 0.002
 
@@ -264,3 +271,6 @@ def test_a_fixed_rate_plan_is_simulated_at_its_expected_batch(tiny_dir, capsys):
         summary["noise_multiplier"] * 6 / (0.1 * n_plan))
     log = [json.loads(ln) for ln in (out / "owner" / "train.log").read_text().splitlines()]
     assert len(log) == 10 and all(r["sample_rate"] == pytest.approx(6 / n_plan) for r in log)
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["dp"] is False and man["privacy"] is None
+    assert main(["privacy", str(out)]) == 2

@@ -15,8 +15,8 @@ examples:
   nmtfrag finetune --model wmt19.de-en/ --train train.de train.en --pretokenized \\
       --valid-src valid.de --valid-tgt valid.en --out adapted/ --max-epochs 3
   nmtfrag finetune ... --out adapted/ --resume      # continue a killed run
-  nmtfrag finetune --model wmt19.de-en/ --train train.de train.en --pretokenized \
-      --valid-src valid.de --valid-tgt valid.en --out dp-adapted/ \
+  nmtfrag finetune --model wmt19.de-en/ --train train.de train.en --pretokenized \\
+      --valid-src valid.de --valid-tgt valid.en --out dp-adapted/ \\
       --dp --epsilon 8 --delta 1e-5               # the default DP recipe (--dp below)
 """
 from __future__ import annotations
@@ -81,9 +81,9 @@ def _add_input_output(io: opt.OptionGroup) -> None:
 
 
 def _add_training(tr: opt.OptionGroup) -> None:
-    tr.add_argument("--lr", type=ct.positive_float, default=0.000175,
+    tr.add_argument("--lr", type=ct.positive_float, default=None,
                     help="learning rate, constant after warmup (default 0.000175, "
-                         "WMT19's divided by 4)")
+                         "WMT19's divided by 4); with --dp give --dp-lr instead")
     tr.add_argument("--warmup-updates", type=ct.nonnegative_int, default=0,
                     help="linear warmup updates (default 0)")
     tr.add_argument("--weight-decay", type=ct.nonnegative_float, default=0.0001,
@@ -185,7 +185,8 @@ def config_from_args(args: argparse.Namespace) -> FineTuneConfig:
     from ..finetune import FineTuneConfig
 
     return FineTuneConfig(
-        max_updates=args.max_updates, max_epochs=args.max_epoch, lr=args.lr,
+        max_updates=args.max_updates, max_epochs=args.max_epoch,
+        lr=args.lr if args.lr is not None else 0.000175,
         weight_decay=args.weight_decay, warmup_updates=args.warmup_updates,
         max_tokens=args.max_tokens, update_freq=args.update_freq, patience=args.patience,
         validate_every=args.validate_every, seed=1 if args.seed is None else args.seed,

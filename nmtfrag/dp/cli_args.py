@@ -40,7 +40,7 @@ def _add_guarantee(g: opt.OptionGroup) -> None:
     opt.add_dp(g, "train with DP-SGD (requires --delta and one of --epsilon / "
                   "--noise-multiplier; the rate is --sample-rate (default "
                   f"{recipe.DEFAULT.sample_rate}), --logical-batch or --batch-schedule; "
-                  "--noise-multiplier only with --sample-rate)")
+                  "--noise-multiplier not with --logical-batch/--batch-schedule)")
     opt.add_epsilon(g, "calibrate the noise multiplier so that training reaches this ε at "
                        "--delta", dest="target_epsilon")
     opt.add_noise_multiplier(g, "noise std / max-grad-norm (σ); alternative to --epsilon")
@@ -189,6 +189,9 @@ def check_compatible(args: argparse.Namespace) -> None:
                          "--physical-batch (virtual steps) instead")
     if getattr(args, "fp16", False):
         raise InputError("--fp16 is not supported with --dp")
+    if getattr(args, "lr", None) is not None:
+        raise InputError("--lr is the learning rate of fine-tuning without --dp; with --dp "
+                         f"give --dp-lr (default {recipe.DEFAULT.lr}, the default recipe's)")
     gpus, world = getattr(args, "gpus", 1) or 1, getattr(args, "world_size", None)
     if gpus > 1 and world not in (None, gpus):
         raise InputError(f"--gpus {gpus} and --world-size {world} disagree")

@@ -678,7 +678,7 @@ def announce(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSe
     run_mode = simulate.mode(config)
     if run_mode != "private":
         print(f"{simulate.NOT_PRIVATE[run_mode]}: trains with σ={plan.train_sigma:.4f}, "
-              f"logical batch {plan.train_segments[0][1]}", file=sys.stderr)
+              f"logical batch {round(plan.train_segments[0][1])}", file=sys.stderr)
 
 
 @dataclass
