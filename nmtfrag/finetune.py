@@ -543,7 +543,7 @@ def train(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
         log_interval=job.log_interval, resume=job.resume)
     cfg = build_train_cfg(argv, md.arch)
     os.makedirs(dirs.save_dir, exist_ok=True)
-    earlier = earlier_training_seconds(dirs.save_dir) if job.resume else 0.0
+    earlier = earlier_training_seconds(dirs.last) if job.resume else 0.0
     handler = _LogCapture(os.path.join(dirs.out, "train.log"))
     attached = _attach(handler, logging.WARNING if job.quiet else logging.INFO)
     t_train = time.time()
@@ -555,17 +555,14 @@ def train(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
     return TrainingOutcome(argv, handler.valid, time.time() - t_train, earlier)
 
 
-def earlier_training_seconds(save_dir: str) -> float:
+def earlier_training_seconds(last: str) -> float:
     """Training time of the interrupted run up to the checkpoint a resume continues from
     (fairseq keeps it in the checkpoint's extra state), so a study reports a resumed
     run's whole cost, not only its last part."""
-    import torch
-
-    path = os.path.join(save_dir, "checkpoint_last.pt")
-    if not os.path.exists(path):
+    if not os.path.exists(last):
         return 0.0
-    state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-    return float((state.get("extra_state") or {}).get("previous_training_time") or 0.0)
+    extra = load_state(last).get("extra_state") or {}
+    return float(extra.get("previous_training_time") or 0.0)
 
 
 def keep_best(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
