@@ -21,6 +21,17 @@
 #                --dp-loss mean, --dp-control (σ = 0, not private; ε column "control";
 #                under SIMULATE it runs the planned steps on batches of B_SIM),
 #                --dp-simulate-batch B_SIM (not private; ε column "sim").
+#                A cell with --release-epsilon E is the other formal-guarantee option: a DP
+#                set-union phrase release of the owner's sentences (`extract --dp`, max-len
+#                4, <P> tags, unit cap 16, ε = E, δ = DELTA, secret randomness;
+#                RELEASE_ARGS adds extract options), then non-private fine-tuning of all
+#                parameters on the release with the cell's other options (the reference's
+#                early stopping, say). Needs ALIGN_PUBLIC.
+#   ALIGN_PUBLIC PREFIX of PUBLIC parallel text (PREFIX.de, PREFIX.en) for release cells:
+#                each pair is aligned on its own with a model learned there, cached in
+#                RUNS/align-model (an alignment learned on the owner's corpus would void
+#                the release's guarantee). With it, the default grid adds release cells
+#                at ε 8 and 1.
 #   SIMULATE     B_SIM: a cheap sweep (Sander et al. 2023). Every DP cell of CELLS runs
 #                as the simulation sim-NAME (--dp-simulate-batch B_SIM added): the planned
 #                run's noise per averaged gradient and steps on batches of B_SIM, at about
@@ -30,18 +41,18 @@
 #   PASSES (10)  TEST_LINES (500; 0 = all)  TRAIN_LINES (0 = all; else a seeded sample)
 #   DELTA (1e-5)  MAX_TOKENS (2048)  SEED (1)  RUNS (runs/dp-recipe)
 # Machine: DEVICE (cpu|cuda)  THREADS  ENGINE (as scripts/compare.sh)  FT_ARGS
-# Output: RUNS/DOMAIN/{ft-NAME,eval-NAME}, RUNS/DOMAIN/table.md (every cell run so far in
-# RUNS/DOMAIN, rewritten after each evaluated cell). A cell whose directory holds a
-# manifest.json is skipped, so rerunning continues, and a run with other CELLS adds its
-# cells (two runs with disjoint CELLS may go side by side, one CPU core each); the
-# settings are kept in RUNS/DOMAIN/settings and a rerun with other ones is refused. A cell
-# killed mid-run continues when the script is run again: a DP cell from its last saved
-# state, a non-private one from its last epoch's checkpoint (finetune --resume).
+# Output: RUNS/DOMAIN/{ft-NAME,eval-NAME,rel-NAME}, RUNS/DOMAIN/table.md (every cell
+# run so far in RUNS/DOMAIN, rewritten after each evaluated cell). A cell whose directory
+# holds a manifest.json is skipped, so rerunning continues, and a run with other CELLS
+# adds its cells (two runs with disjoint CELLS may go side by side, one CPU core each);
+# the settings are kept in RUNS/DOMAIN/settings and a rerun with other ones is refused. A
+# cell killed mid-run continues when the script is run again: a DP cell from its last
+# saved state, a non-private one from its last epoch's checkpoint (finetune --resume).
 set -euo pipefail
 
 # shellcheck source=scripts/study_lib.sh
 . "$(dirname "$0")/study_lib.sh"
-domain_arg "$0" 38 "$@"
+domain_arg "$0" 50 "$@"
 check_model_and_data "$D" "$0"
 
 PASSES=${PASSES:-10}
@@ -53,6 +64,7 @@ SEED=${SEED:-1}
 RUNS=${RUNS:-runs/dp-recipe}
 REFERENCE=${REFERENCE:-nonprivate-all}
 FT_ARGS=${FT_ARGS:-}
+RELEASE_ARGS=${RELEASE_ARGS:-}
 OUT=$RUNS/$D
 mkdir -p "$OUT"
 # one progress line per step: the clock, the time since the start, the step and its cell
@@ -85,6 +97,25 @@ dp8-bias-10ep         --dp --target-epsilon 8 --dp-params bias --dp-lr 0.01 --lo
 dp1-bias-10ep         --dp --target-epsilon 1 --dp-params bias --dp-lr 0.01 --logical-batch 1000 --max-grad-norm 1
 control-dp8-lora-10ep --dp --target-epsilon 8 --dp-params lora --dp-lr 0.002 --logical-batch 1000 --max-grad-norm 1 --dp-control
 EOF
+  if [ -n "${ALIGN_PUBLIC:-}" ]; then  # the DP set-union release, trained as the reference
+    cat >> "$RUN_CELLS" <<EOF
+release8-len4-tag     --release-epsilon 8 --lr 0.000175 --patience 2
+release1-len4-tag     --release-epsilon 1 --lr 0.000175 --patience 2
+EOF
+  fi
+fi
+# release cells: the public text is needed before anything trains
+if grep -q -- '--release-epsilon' "$RUN_CELLS"; then
+  if [ -z "${ALIGN_PUBLIC:-}" ] || [ ! -f "$ALIGN_PUBLIC.de" ] || [ ! -f "$ALIGN_PUBLIC.en" ]; then
+    echo "error: a --release-epsilon cell needs ALIGN_PUBLIC=PREFIX, public parallel text" \
+      "PREFIX.de and PREFIX.en (an alignment learned on the owner's corpus voids the" \
+      "release's guarantee)" >&2
+    exit 2
+  fi
+  if grep -- '--release-epsilon' "$RUN_CELLS" | grep -q -- ' --dp\( \|$\)'; then
+    echo "error: a --release-epsilon cell trains on the release without DP-SGD: drop --dp" >&2
+    exit 2
+  fi
 fi
 if [ -n "${SIMULATE:-}" ]; then  # the sweep: DP cells become their simulations
   [[ "$SIMULATE" =~ ^[1-9][0-9]*$ ]] || { echo "error: SIMULATE must be a batch size" >&2; exit 2; }
@@ -151,6 +182,20 @@ while read -r -u 3 name opts; do
     echo "error: cell $name is being run by another dp_recipe.sh" >&2
     exit 2
   fi
+  train=("$OWN/train.de" "$OWN/train.en")
+  if [[ " $opts " =~ \ --release-epsilon\ ([^ ]+)\  ]]; then  # a DP set-union release cell
+    eps=${BASH_REMATCH[1]}
+    opts=$(echo " $opts " | sed "s/ --release-epsilon [^ ]* / /; s/^ *//; s/ *$//")
+    train=("$OUT/rel-$name")
+    if ! done_ "$OUT/rel-$name"; then
+      log "release $name (DP set union, ε=$eps, δ=$DELTA)"
+      # shellcheck disable=SC2086
+      nmtfrag extract --src "$OWN/train.de" --tgt "$OWN/train.en" --out "$OUT/rel-$name" \
+        --max-len 4 --tag --dp --epsilon "$eps" --delta "$DELTA" --pretokenized \
+        --align-public "$ALIGN_PUBLIC" --align-model "$RUNS/align-model" --overwrite \
+        $RELEASE_ARGS > /dev/null
+    fi
+  fi
   if ! done_ "$OUT/ft-$name"; then
     log "fine-tune $name: $opts"
     dp=(); [[ " $opts " == *" --dp "* ]] && dp=(--delta "$DELTA")
@@ -160,7 +205,7 @@ while read -r -u 3 name opts; do
       again=(--resume); log "resume $name"
     fi
     # shellcheck disable=SC2086
-    nmtfrag finetune --model "$MODEL" "${ckpt[@]}" --train "$OWN/train.de" "$OWN/train.en" \
+    nmtfrag finetune --model "$MODEL" "${ckpt[@]}" --train "${train[@]}" \
       --valid-src "$DATA/valid.de" --valid-tgt "$DATA/valid.en" --pretokenized \
       --out "$OUT/ft-$name" "${again[@]}" --max-epochs "$PASSES" --max-tokens "$MAX_TOKENS" \
       "${dp[@]}" --seed "$SEED" -q "${dev[@]}" $opts $FT_ARGS > /dev/null

@@ -1,7 +1,7 @@
 """scripts/dp_recipe.sh end to end on a tiny model: every cell trains for the same number
 of passes, the table carries BLEU, the share of the reference's gain, ε of both
-accountants and the DP statistics of each cell, and a cell's options cannot change
-under its name."""
+accountants and the DP statistics of each cell, a DP set-union release cell carries the
+release's ε, and a cell's options cannot change under its name."""
 import json
 import math
 import os
@@ -9,13 +9,14 @@ import subprocess
 
 import pytest
 
-from tinymodel import write_domain
+from tinymodel import make_corpus, write_domain, write_parallel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CELLS = """# name, then nmtfrag finetune options
 nonprivate-all  --lr 0.001
 dp-lora   --dp --noise-multiplier 0.8 --dp-params lora --lora-rank 2 --dp-lr 0.01 --sample-rate 0.33 --dp-clipping ghost
 dp-lora-sim --dp --noise-multiplier 0.8 --dp-params lora --lora-rank 2 --dp-lr 0.01 --logical-batch 60 --dp-simulate-batch 20
+release8  --release-epsilon 8 --lr 0.001
 """
 
 
@@ -30,7 +31,9 @@ def study(tiny_model_dir, tmp_path_factory):
     runs = tmp_path_factory.mktemp("runs")
     cells = runs / "cells.txt"
     cells.write_text(CELLS)
-    env = dict(os.environ, OMP_NUM_THREADS="1", THREADS="1", DEVICE="cpu", MAX_TOKENS="600",
+    public = tmp_path_factory.mktemp("public") / "generic"
+    write_parallel(make_corpus(300, seed=99), str(public))  # the release cell's aligner
+    env = dict(os.environ, ALIGN_PUBLIC=str(public), OMP_NUM_THREADS="1", THREADS="1", DEVICE="cpu", MAX_TOKENS="600",
                DELTA="1e-3", TEST_LINES="20", MODEL=tiny_model_dir, DATA_ROOT=str(data),
                RUNS=str(runs), CELLS=str(cells), PASSES="2", ENGINE="fairseq")
     proc = _run(env)
@@ -53,7 +56,7 @@ def test_cells_train_the_same_passes_and_the_table_has_their_figures(study):
 
     rows, md = table(str(out), "nonprivate-all")
     by = {r["name"]: r for r in rows}
-    assert list(by) == ["baseline", "nonprivate-all", "dp-lora", "dp-lora-sim"]
+    assert list(by) == ["baseline", "nonprivate-all", "dp-lora", "dp-lora-sim", "release8"]
     assert by["nonprivate-all"]["share_of_gain"] == pytest.approx(1.0)
     base, ref = by["baseline"]["bleu"], by["nonprivate-all"]["bleu"]
     if ref != base:
@@ -118,3 +121,36 @@ def test_missing_settings_are_a_usage_error(tmp_path):
     assert proc.returncode != 0 and "set MODEL" in proc.stderr
     proc = _run(env, "--help")
     assert proc.returncode == 2 and "usage: scripts/dp_recipe.sh DOMAIN" in proc.stdout
+
+
+def test_a_release_cell_trains_on_a_dp_release_and_shows_its_epsilon(study):
+    out, env, _ = study
+    cert = json.loads((out / "rel-release8" / "privacy.json").read_text())["total"]
+    assert cert["epsilon"] == pytest.approx(8, rel=1e-3) and cert["delta"] == 1e-3
+    owner = json.loads((out / "rel-release8" / "owner" / "manifest.json").read_text())
+    assert owner["params"]["aligner"].startswith("public model")  # never the private corpus
+    assert owner["public_aligner"]["align_model"] == os.path.join(env["RUNS"], "align-model")
+    ft = json.loads((out / "ft-release8" / "manifest.json").read_text())
+    assert ft["params"]["train_kind"] == "release" and ft["params"]["lr"] == 0.001
+    assert ft["params"]["max_epochs"] == 2 and "--release-epsilon" not in json.dumps(ft)
+    released = (out / "rel-release8" / "phrases.de").read_text().splitlines()
+    assert all(line.startswith("<P> ") for line in released)
+    from nmtfrag.dp.study_table import table
+
+    rows, md = table(str(out), "nonprivate-all")
+    row = {r["name"]: r for r in rows}["release8"]
+    assert row["mode"] == "release" and row["epsilon_release"] == cert["epsilon"]
+    assert row["release_pairs"] == ft["counts"]["train"]["pairs"] == len(released)
+    assert f"| release8 | all on {len(released):,} released pairs | 0.001 | 8.00 (release) |" in md
+
+
+def test_a_release_cell_needs_public_text_and_no_dp_sgd(study, tmp_path):
+    out, env, _ = study
+    cells = tmp_path / "cells.txt"
+    cells.write_text("release1  --release-epsilon 1 --lr 0.001\n")
+    proc = _run(dict(env, CELLS=str(cells), ALIGN_PUBLIC=""))
+    assert proc.returncode == 2 and "needs ALIGN_PUBLIC" in proc.stderr
+    cells.write_text("release1  --release-epsilon 1 --dp --noise-multiplier 1\n")
+    proc = _run(dict(env, CELLS=str(cells)))
+    assert proc.returncode == 2 and "drop --dp" in proc.stderr
+    assert not (out / "rel-release1").exists()

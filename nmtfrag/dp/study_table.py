@@ -4,8 +4,10 @@ Why: choosing a DP recipe means comparing cells on what DP costs — BLEU agains
 baseline and against non-private fine-tuning on the same data ("share of the gain") —
 next to why a cell lands where it does: ε under both accountants, the noise multiplier,
 the mean gradient signal-to-noise ratio of the noisy steps (Anil et al. 2021 §5.2.1) and
-the share of clipped examples. Everything is read from the cells' own records
-(RUNS/DOMAIN/ft-NAME: manifest.json, privacy.json, owner/; eval-NAME/report.json).
+the share of clipped examples. A cell trained on a DP set-union phrase release (the other
+formal-guarantee option) shows the release's ε. Everything is read from the cells' own
+records (RUNS/DOMAIN/ft-NAME: manifest.json, privacy.json, owner/; rel-NAME/privacy.json;
+eval-NAME/report.json).
 
     python3 -m nmtfrag.dp.study_table RUNS/DOMAIN --reference nonprivate-all [--json]
 """
@@ -38,6 +40,17 @@ def _train_log(cell_dir):
 NOT_PRIVATE_MARK = {"simulation": "sim", "control": "control"}
 
 
+def _release_certificate(root, name, params):
+    """The guarantee of the DP release a cell was trained on, or None (not a DP release)."""
+    if params.get("train_kind") != "release" or not (params.get("release_params") or {}).get("dp"):
+        return None
+    for rel in (os.path.join(root, f"rel-{name}"), params.get("train") or ""):
+        cert = _load(os.path.join(rel, "privacy.json")) if rel else None
+        if cert:
+            return cert["total"]
+    return None
+
+
 def cell_row(root: str, name: str) -> dict[str, Any]:
     """One cell's figures (None where they do not apply, e.g. ε of a non-private cell)."""
     ev = _load(os.path.join(root, f"eval-{name}", "report.json"))
@@ -60,12 +73,16 @@ def cell_row(root: str, name: str) -> dict[str, Any]:
             snr_mean=(sum(s["snr"] for s in steps) / len(steps)
                       if all(s["noise_norm"] > 0 for s in steps) else None),
             clipped_share=sum(s["clipped_share"] for s in steps) / len(steps))
+    release = _release_certificate(root, name, params)
+    if release:
+        row.update(mode="release", dp=True, epsilon_release=release["epsilon"],
+                   release_pairs=(man.get("counts") or {}).get("train", {}).get("pairs"))
     if not_private:
         trained = not_private["trained"]
         row.update(sigma=trained["noise_multiplier"],
                    logical_batch=trained["logical_batch"],
                    epsilon_planned=not_private["planned"].get("epsilon_if_private"))
-    elif priv:
+    elif priv and not release:
         t = priv["training"]
         row.update(
             epsilon_rdp=t["epsilon_all_accountants"].get("rdp"),
@@ -113,12 +130,16 @@ def table(root: str, reference: str) -> tuple[list[dict[str, Any]], str]:
              "| clipped | CPU h | BLEU | p | share of gain |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        eps = (f"{r['epsilon_rdp']:.2f} / {r['epsilon_prv']:.2f}" if r["dp"] else
+        eps = (f"{r['epsilon_release']:.2f} (release)" if r["mode"] == "release" else
+               f"{r['epsilon_rdp']:.2f} / {r['epsilon_prv']:.2f}" if r["dp"] else
                NOT_PRIVATE_MARK.get(r["mode"], "∞"))
-        sb = (f"{r['steps']} × {r['logical_batch']}" if r["mode"] != "nonprivate" else
+        sb = (f"{r['steps']} × {r['logical_batch']}"
+              if r["mode"] not in ("nonprivate", "release") else
               f"{r.get('updates') or '–'} updates" if r["name"] != "baseline" else "–")
+        trained = (r["trained"] if r["mode"] != "release" else
+                   f"{r['trained']} on {f(r.get('release_pairs'), ',')} released pairs")
         lines.append(
-            f"| {r['name']} | {r['trained'] if r['name'] != 'baseline' else '–'} | "
+            f"| {r['name']} | {trained if r['name'] != 'baseline' else '–'} | "
             f"{f(r['lr'], 'g') if r['name'] != 'baseline' else '–'} | "
             f"{eps if r['name'] != 'baseline' else '–'} | {f(r.get('sigma'), '.3f')} | {sb} | "
             f"{f(r.get('epochs'), '.3g')} | "
@@ -128,7 +149,8 @@ def table(root: str, reference: str) -> tuple[list[dict[str, Any]], str]:
             f"{f(r['share_of_gain'], '.0%')} |")
     note = ("\nε: sim = a simulation of the planned run (σ·B_SIM/B on batches of B_SIM; "
             "not private), control = the planned steps without noise (not private; "
-            "on batches of B_SIM in a sweep). "
+            "on batches of B_SIM in a sweep); (release) = the (ε, δ) of a DP set-union "
+            "phrase release (one mechanism), the cell fine-tuned on it without DP-SGD. "
             "Epochs: expected passes over the data; CPU h: training hours (the DP cells' "
             "noisy steps, summed over resumed runs)."
             f"\nShare of gain: (BLEU − baseline) / ({reference} − baseline)"
