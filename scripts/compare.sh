@@ -216,7 +216,7 @@ done
 # 3. models: one budget for every cell; each cell is evaluated and audited as soon as its
 #    model is ready, and the report is rewritten after each (a partial one until the end)
 ft_common=(--valid-src "$DATA/valid.de" --valid-tgt "$DATA/valid.en" --pretokenized
-           --max-tokens "$MAX_TOKENS" --patience "$PATIENCE" --seed "$SEED"
+           --max-tokens "$MAX_TOKENS" --seed "$SEED"
            --overwrite -q "${ckpt[@]}" "${dev[@]}" "${FP16[@]}")
 evaluate_and_audit baseline
 if [ "$UPDATES" = pass ]; then
@@ -225,7 +225,7 @@ if [ "$UPDATES" = pass ]; then
     log "fine-tune sent (one pass over $N_TRAIN pairs: sets the budget)"
     # shellcheck disable=SC2086
     nmtfrag finetune --model "$MODEL" --train "${TRAIN[@]}" --out "$OUT/ft-sent" \
-      --max-epochs 1 --lr "$LR" "${ft_common[@]}" $FT_ARGS > /dev/null
+      --max-epochs 1 --lr "$LR" --patience "$PATIENCE" "${ft_common[@]}" $FT_ARGS > /dev/null
   fi
   UPDATES=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["result"]["num_updates"])' \
     "$OUT/ft-sent/manifest.json")
@@ -250,7 +250,8 @@ for cfg in $APPROACHES; do
     else
       # shellcheck disable=SC2086
       nmtfrag finetune --model "$MODEL" --train "${train[@]}" --out "$OUT/ft-$cfg" \
-        --max-updates "$UPDATES" --validate-every "$VALIDATE_EVERY" --lr "$LR" "${ft_common[@]}" \
+        --max-updates "$UPDATES" --validate-every "$VALIDATE_EVERY" --lr "$LR" \
+        --patience "$PATIENCE" "${ft_common[@]}" \
         $FT_ARGS > /dev/null
     fi
   fi

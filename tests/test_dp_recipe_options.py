@@ -237,6 +237,15 @@ def test_options_left_out_take_the_default_recipe(tiny_dir, capsys):
     assert main(_argv(root, base, "recipe-lr", "--epsilon", "8", "--delta", "1e-3",
                       "--lr", "0.001")) == 2  # --lr is the other method's: refused
     assert "give --dp-lr" in capsys.readouterr().err
+    # the other non-private options DP-SGD would ignore are refused too, naming the DP one
+    for opt, value, hint in (("--patience", "2", "fixed by ε"),
+                             ("--validate-every", "5", "--dp-valid-every"),
+                             ("--weight-decay", "0.01", "--dp-weight-decay")):
+        assert main(_argv(root, base, "recipe-x", "--epsilon", "8", "--delta", "1e-3",
+                          opt, value)) == 2, opt
+        err = capsys.readouterr().err
+        assert f"{opt} is an option of fine-tuning without --dp" in err and hint in err, err
+    assert not (root / "recipe-x").exists()
     man = json.loads((out / "manifest.json").read_text())
     assert man["params"]["trained_parameters"]["kind"] == "lora" and man["params"]["lr"] == 0.002
 
@@ -248,6 +257,17 @@ def test_options_left_out_take_the_default_recipe(tiny_dir, capsys):
     plain = parser.parse_args(["--model", "m", "--train", "a", "b", "--out", "o",
                               "--valid-src", "v", "--valid-tgt", "w"])
     assert cli_args.trainable_set(plain).kind == "all"
+    # left out, the non-private options take FineTuneConfig's (the paper's) defaults
+    from nmtfrag.finetune import FineTuneConfig
+
+    cfg, paper = command.config_from_args(plain), FineTuneConfig()
+    assert (cfg.lr, cfg.weight_decay, cfg.patience) == (paper.lr, paper.weight_decay,
+                                                        paper.patience) == (0.000175, 0.0001, 5)
+    given = command.config_from_args(parser.parse_args(
+        ["--model", "m", "--train", "a", "b", "--out", "o", "--valid-src", "v",
+         "--valid-tgt", "w", "--patience", "-1",
+         "--weight-decay", "0", "--lr", "0.001"]))
+    assert (given.lr, given.weight_decay, given.patience) == (0.001, 0.0, -1)
 
 
 def test_a_fixed_rate_plan_is_simulated_at_its_expected_batch(tiny_dir, capsys):

@@ -86,8 +86,9 @@ def _add_training(tr: opt.OptionGroup) -> None:
                          "WMT19's divided by 4); with --dp give --dp-lr instead")
     tr.add_argument("--warmup-updates", type=ct.nonnegative_int, default=0,
                     help="linear warmup updates (default 0)")
-    tr.add_argument("--weight-decay", type=ct.nonnegative_float, default=0.0001,
-                    help="Adam weight decay (default %(default)s, the paper's)")
+    tr.add_argument("--weight-decay", type=ct.nonnegative_float, default=None,
+                    help="Adam weight decay (default 0.0001, the paper's); with --dp give "
+                         "--dp-weight-decay instead")
     tr.add_argument("--dropout", type=ct.fraction, default=0.2,
                     help="dropout while fine-tuning (default %(default)s, the paper's)")
     tr.add_argument("--label-smoothing", type=ct.fraction, default=0.1,
@@ -104,11 +105,13 @@ def _add_training(tr: opt.OptionGroup) -> None:
                     default=None, metavar="N",
                     help="stop after N epochs (with --dp: N expected passes, default 10)"
                     + opt.also_spelled("--max-epoch", "fairseq's spelling"))
-    tr.add_argument("--patience", type=ct.int_at_least(-1), default=5,
+    tr.add_argument("--patience", type=ct.int_at_least(-1), default=None,
                     help="stop when the validation loss has not improved for N "
-                         "validations (default 5; -1 disables)")
+                         "validations (default 5; -1 disables; not with --dp, whose "
+                         "budget is fixed by ε)")
     tr.add_argument("--validate-every", type=ct.positive_int, default=None, metavar="UPDATES",
-                    help="validate (and save) every N updates; default: every epoch")
+                    help="validate (and save) every N updates; default: every epoch; "
+                         "with --dp give --dp-valid-every instead")
     opt.add_seed(tr, "seed of fairseq training (default 1). With --dp it also seeds Poisson "
                      "sampling and noise, which are otherwise drawn from the OS's "
                      "cryptographic source: a seeded DP run is reproducible but NOT "
@@ -184,14 +187,14 @@ def config_from_args(args: argparse.Namespace) -> FineTuneConfig:
     """fairseq's training method (FineTuneConfig) from the options."""
     from ..finetune import FineTuneConfig
 
-    return FineTuneConfig(
+    given = {k: v for k, v in (("lr", args.lr), ("weight_decay", args.weight_decay),
+                               ("patience", args.patience)) if v is not None}
+    return FineTuneConfig(  # options left out take FineTuneConfig's (the paper's) defaults
         max_updates=args.max_updates, max_epochs=args.max_epoch,
-        lr=args.lr if args.lr is not None else 0.000175,
-        weight_decay=args.weight_decay, warmup_updates=args.warmup_updates,
-        max_tokens=args.max_tokens, update_freq=args.update_freq, patience=args.patience,
-        validate_every=args.validate_every, seed=1 if args.seed is None else args.seed,
-        params=dp_cli.trainable_set(args), fp16=args.fp16,
-        keep_checkpoints=args.keep_checkpoints)
+        warmup_updates=args.warmup_updates, max_tokens=args.max_tokens,
+        update_freq=args.update_freq, validate_every=args.validate_every,
+        seed=1 if args.seed is None else args.seed, params=dp_cli.trainable_set(args),
+        fp16=args.fp16, keep_checkpoints=args.keep_checkpoints, **given)
 
 
 def _report(manifest, out):

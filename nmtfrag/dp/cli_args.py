@@ -192,6 +192,14 @@ def check_compatible(args: argparse.Namespace) -> None:
     if getattr(args, "lr", None) is not None:
         raise InputError("--lr is the learning rate of fine-tuning without --dp; with --dp "
                          f"give --dp-lr (default {recipe.DEFAULT.lr}, the default recipe's)")
+    # the other options of fine-tuning without --dp, which DP-SGD would silently ignore
+    for name, instead in (("patience", "a DP run's budget is fixed by ε: set --max-epochs "
+                                       "or --dp-steps"),
+                          ("validate_every", "give --dp-valid-every"),
+                          ("weight_decay", "give --dp-weight-decay")):
+        if getattr(args, name, None) is not None:
+            raise InputError(f"--{name.replace('_', '-')} is an option of fine-tuning "
+                             f"without --dp; with --dp {instead}")
     gpus, world = getattr(args, "gpus", 1) or 1, getattr(args, "world_size", None)
     if gpus > 1 and world not in (None, gpus):
         raise InputError(f"--gpus {gpus} and --world-size {world} disagree")
