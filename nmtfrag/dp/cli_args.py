@@ -228,7 +228,8 @@ def config_from_args(args: argparse.Namespace) -> DPConfig:
         physical_batch=args.physical_batch, physical_max_tokens=args.max_tokens,
         steps=args.dp_steps or getattr(args, "max_updates", None),
         epochs=getattr(args, "max_epoch", None), accountant=args.accountant,
-        lr=args.dp_lr or recipe.DEFAULT.lr, weight_decay=args.dp_weight_decay,
+        **({"lr": args.dp_lr} if args.dp_lr else {}),  # else DPConfig's: the recipe's
+        weight_decay=args.dp_weight_decay,
         params=trainable_set(args), unit=args.privacy_unit, documents=args.documents,
         dedup=args.dedup, allow_few_units=args.allow_few_units, seed=args.seed,
         valid_every=args.dp_valid_every, clipping=args.dp_clipping,
