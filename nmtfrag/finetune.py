@@ -410,6 +410,7 @@ class TrainingOutcome:
     num_updates: int = 0
     best_checkpoint_updates: int = 0
     valid_loss_best: float | None = None
+    epochs_completed: int | None = None  # whole passes over the training data (fairseq's)
 
 
 def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
@@ -581,6 +582,7 @@ def keep_best(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: Model
         state["model"] = merge_state(state["model"], trained.lora_scaling)
     last_state = load_state(dirs.last) if chosen != dirs.last else state
     outcome.num_updates = last_state["optimizer_history"][-1]["num_updates"]
+    outcome.epochs_completed = epochs_completed(last_state)
     outcome.best_checkpoint_updates = state["optimizer_history"][-1]["num_updates"]
     best_loss = (last_state.get("extra_state") or {}).get("best")
     if best_loss is not None and hasattr(best_loss, "item"):
@@ -593,6 +595,13 @@ def keep_best(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: Model
         shutil.rmtree(dirs.save_dir, ignore_errors=True)
     if not job.keep_work:
         shutil.rmtree(dirs.layout.work, ignore_errors=True)
+
+
+def epochs_completed(state: dict) -> int | None:
+    """Whole passes a fairseq checkpoint had made: its iterator's epoch counts from 1 and
+    moves on at an epoch's end (a checkpoint saved mid-epoch k has made k − 1 too)."""
+    epoch = ((state.get("extra_state") or {}).get("train_iterator") or {}).get("epoch")
+    return None if epoch is None else int(epoch) - 1
 
 
 def run_manifest(job: FineTuneJob, config: FineTuneConfig, md: ModelDir,
@@ -634,7 +643,7 @@ def run_manifest(job: FineTuneJob, config: FineTuneConfig, md: ModelDir,
         "tags": prep["tags"],
         "result": {
             "valid_loss_before": before, "valid_loss_best": outcome.valid_loss_best,
-            "num_updates": outcome.num_updates,
+            "num_updates": outcome.num_updates, "epochs_completed": outcome.epochs_completed,
             "best_checkpoint_updates": outcome.best_checkpoint_updates,
             "stopped_early": bool(config.max_updates
                                   and outcome.num_updates < config.max_updates

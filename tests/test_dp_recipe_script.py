@@ -52,12 +52,18 @@ def test_cells_train_the_same_passes_and_the_table_has_their_figures(study):
     assert cert["clipping"].startswith("opacus ghost clipping")
     np_manifest = json.loads((out / "ft-nonprivate-all" / "manifest.json").read_text())
     assert np_manifest["params"]["max_epochs"] == 2
+    assert np_manifest["result"]["epochs_completed"] == 2  # fairseq's iterator, at the end
     from nmtfrag.dp.study_table import table
 
     rows, md = table(str(out), "nonprivate-all")
     by = {r["name"]: r for r in rows}
     assert list(by) == ["baseline", "nonprivate-all", "dp-lora", "dp-lora-sim", "release8"]
     assert by["nonprivate-all"]["share_of_gain"] == pytest.approx(1.0)
+    assert by["nonprivate-all"]["epochs"] == 2
+    # a run made before the manifest recorded it: the last epoch fairseq's log validated
+    from nmtfrag.dp import study_table
+
+    assert study_table._epochs_in_log(str(out / "ft-nonprivate-all")) == 2
     base, ref = by["baseline"]["bleu"], by["nonprivate-all"]["bleu"]
     if ref != base:
         assert by["dp-lora"]["share_of_gain"] == pytest.approx(

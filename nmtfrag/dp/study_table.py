@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -35,6 +36,20 @@ def _train_log(cell_dir):
         return []
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def _epochs_in_log(cell_dir):
+    """The last epoch fairseq validated in a cell's train.log (runs made before the
+    manifest recorded `epochs_completed`; their cells validate once per epoch)."""
+    last = None
+    try:
+        with open(os.path.join(cell_dir, "train.log"), encoding="utf-8") as f:
+            for line in f:
+                m = re.search(r"\| epoch (\d+) \| valid on ", line)
+                last = int(m.group(1)) if m else last
+    except FileNotFoundError:
+        pass
+    return last
 
 
 NOT_PRIVATE_MARK = {"simulation": "sim", "control": "control"}
@@ -95,7 +110,7 @@ def cell_row(root: str, name: str) -> dict[str, Any]:
     else:
         result = man.get("result") or {}
         row["updates"] = result.get("num_updates")
-        row["epochs"] = params.get("max_epochs")
+        row["epochs"] = result.get("epochs_completed", _epochs_in_log(ft))
         seconds = result.get("train_seconds", result.get("train_seconds_this_run"))
         if seconds is not None:  # a resumed run's earlier parts included
             row["cpu_hours"] = seconds / 3600
@@ -151,7 +166,8 @@ def table(root: str, reference: str) -> tuple[list[dict[str, Any]], str]:
             "not private), control = the planned steps without noise (not private; "
             "on batches of B_SIM in a sweep); (release) = the (ε, δ) of a DP set-union "
             "phrase release (one mechanism), the cell fine-tuned on it without DP-SGD. "
-            "Epochs: expected passes over the data; CPU h: training hours (the DP cells' "
+            "Epochs: passes over the training data (a DP cell's expected passes; a "
+            "release cell's over the release); CPU h: training hours (the DP cells' "
             "noisy steps, summed over resumed runs)."
             f"\nShare of gain: (BLEU − baseline) / ({reference} − baseline)"
             + (f" = (BLEU − {base:.2f}) / {gain:.2f}." if gain else
