@@ -112,8 +112,15 @@ if grep -q -- '--release-epsilon' "$RUN_CELLS"; then
       "release's guarantee)" >&2
     exit 2
   fi
-  if grep -- '--release-epsilon' "$RUN_CELLS" | grep -q -- ' --dp\( \|$\)'; then
-    echo "error: a --release-epsilon cell trains on the release without DP-SGD: drop --dp" >&2
+  # one awk pass (no pipe whose first half SIGPIPE could cut short under pipefail)
+  if awk -v ft=" $FT_ARGS " '/--release-epsilon/ && (" " $0 " " ft) ~ /[ \t]--dp[ \t]/ { bad = 1 }
+                              END { exit !bad }' "$RUN_CELLS"; then
+    echo "error: a --release-epsilon cell trains on the release without DP-SGD: drop --dp" \
+      "(from the cell or FT_ARGS)" >&2
+    exit 2
+  fi
+  if grep -Eq -- '--release-epsilon(=|[[:space:]]*$)' "$RUN_CELLS"; then
+    echo "error: write a release cell's ε as '--release-epsilon E' (a space, then E)" >&2
     exit 2
   fi
 fi
@@ -129,7 +136,7 @@ flock 4  # one run at a time updates RUNS/DOMAIN/cells
 if [ -f "$OUT/cells" ]; then
   while read -r name opts; do
     old=$(awk -v n="$name" '$1 == n { $1 = ""; sub(/^ +/, ""); print }' "$OUT/cells")
-    opts=$(echo "$opts" | tr -s ' ')
+    opts=$(echo "$opts" | tr -s ' \t' ' ')
     if [ -n "$old" ] && [ "$old" != "$opts" ]; then
       echo "error: cell $name was run with '$old', now '$opts': rename it" >&2; exit 2
     fi
@@ -174,7 +181,7 @@ flock 4; evaluate baseline "$MODEL"; flock -u 4
 
 
 while read -r -u 3 name opts; do
-  opts=$(echo "$opts" | tr -s ' ')
+  opts=$(echo "$opts" | tr -s ' \t' ' ')
   # a cell's lock is held by the kernel (flock), so a killed run leaves no stale lock
   [ -d "$OUT/.lock-$name" ] && rmdir "$OUT/.lock-$name"  # the lock of older versions
   exec 5> "$OUT/.lock-$name"

@@ -238,11 +238,12 @@ def test_options_left_out_take_the_default_recipe(tiny_dir, capsys):
                       "--lr", "0.001")) == 2  # --lr is the other method's: refused
     assert "give --dp-lr" in capsys.readouterr().err
     # the other non-private options DP-SGD would ignore are refused too, naming the DP one
-    for opt, value, hint in (("--patience", "2", "fixed by ε"),
+    for opt, value, hint in (("--patience", "2", "never cut short"),
                              ("--validate-every", "5", "--dp-valid-every"),
-                             ("--weight-decay", "0.01", "--dp-weight-decay")):
+                             ("--weight-decay", "0.01", "--dp-weight-decay"),
+                             ("--keep-checkpoints", None, "--dp-save-every")):
         assert main(_argv(root, base, "recipe-x", "--epsilon", "8", "--delta", "1e-3",
-                          opt, value)) == 2, opt
+                          opt, *([value] if value else []))) == 2, opt
         err = capsys.readouterr().err
         assert f"{opt} is an option of fine-tuning without --dp" in err and hint in err, err
     assert not (root / "recipe-x").exists()

@@ -159,4 +159,10 @@ def test_a_release_cell_needs_public_text_and_no_dp_sgd(study, tmp_path):
     cells.write_text("release1  --release-epsilon 1 --dp --noise-multiplier 1\n")
     proc = _run(dict(env, CELLS=str(cells)))
     assert proc.returncode == 2 and "drop --dp" in proc.stderr
+    cells.write_text("release1  --release-epsilon 1 --lr 0.001\n")
+    proc = _run(dict(env, CELLS=str(cells), FT_ARGS="--dp"))  # DP-SGD from FT_ARGS too
+    assert proc.returncode == 2 and "drop --dp" in proc.stderr
+    cells.write_text("release1  --release-epsilon=1 --lr 0.001\n")
+    proc = _run(dict(env, CELLS=str(cells)))
+    assert proc.returncode == 2 and "'--release-epsilon E'" in proc.stderr
     assert not (out / "rel-release1").exists()

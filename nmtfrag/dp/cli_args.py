@@ -193,11 +193,13 @@ def check_compatible(args: argparse.Namespace) -> None:
         raise InputError("--lr is the learning rate of fine-tuning without --dp; with --dp "
                          f"give --dp-lr (default {recipe.DEFAULT.lr}, the default recipe's)")
     # the other options of fine-tuning without --dp, which DP-SGD would silently ignore
-    for name, instead in (("patience", "a DP run's budget is fixed by ε: set --max-epochs "
-                                       "or --dp-steps"),
+    for name, instead in (("patience", "a run's length is its plan (--max-epochs or "
+                                       "--dp-steps), never cut short by validation"),
                           ("validate_every", "give --dp-valid-every"),
-                          ("weight_decay", "give --dp-weight-decay")):
-        if getattr(args, name, None) is not None:
+                          ("weight_decay", "give --dp-weight-decay"),
+                          ("keep_checkpoints", "the state that resumes a run is kept in "
+                                               "OUT/owner/ (--dp-save-every)")):
+        if getattr(args, name, None) not in (None, False):
             raise InputError(f"--{name.replace('_', '-')} is an option of fine-tuning "
                              f"without --dp; with --dp {instead}")
     gpus, world = getattr(args, "gpus", 1) or 1, getattr(args, "world_size", None)

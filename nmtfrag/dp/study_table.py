@@ -88,7 +88,8 @@ def cell_row(root: str, name: str) -> dict[str, Any]:
             snr_mean=(sum(s["snr"] for s in steps) / len(steps)
                       if all(s["noise_norm"] > 0 for s in steps) else None),
             clipped_share=sum(s["clipped_share"] for s in steps) / len(steps))
-    release = _release_certificate(root, name, params)
+    # a DP-SGD certificate takes precedence: a cell is shown with the ε of its training
+    release = None if priv else _release_certificate(root, name, params)
     if release:
         row.update(mode="release", dp=True, epsilon_release=release["epsilon"],
                    release_pairs=(man.get("counts") or {}).get("train", {}).get("pairs"))
@@ -97,7 +98,7 @@ def cell_row(root: str, name: str) -> dict[str, Any]:
         row.update(sigma=trained["noise_multiplier"],
                    logical_batch=trained["logical_batch"],
                    epsilon_planned=not_private["planned"].get("epsilon_if_private"))
-    elif priv and not release:
+    elif priv:
         t = priv["training"]
         row.update(
             epsilon_rdp=t["epsilon_all_accountants"].get("rdp"),
@@ -110,7 +111,8 @@ def cell_row(root: str, name: str) -> dict[str, Any]:
     else:
         result = man.get("result") or {}
         row["updates"] = result.get("num_updates")
-        row["epochs"] = result.get("epochs_completed", _epochs_in_log(ft))
+        done = result.get("epochs_completed")
+        row["epochs"] = done if done is not None else _epochs_in_log(ft)
         seconds = result.get("train_seconds", result.get("train_seconds_this_run"))
         if seconds is not None:  # a resumed run's earlier parts included
             row["cpu_hours"] = seconds / 3600
@@ -165,7 +167,9 @@ def table(root: str, reference: str) -> tuple[list[dict[str, Any]], str]:
     note = ("\nε: sim = a simulation of the planned run (σ·B_SIM/B on batches of B_SIM; "
             "not private), control = the planned steps without noise (not private; "
             "on batches of B_SIM in a sweep); (release) = the (ε, δ) of a DP set-union "
-            "phrase release (one mechanism), the cell fine-tuned on it without DP-SGD. "
+            "phrase release (one mechanism) per training unit, the cell fine-tuned on it "
+            "without DP-SGD, its checkpoint chosen on the study's validation set (outside "
+            "that ε). "
             "Epochs: passes over the training data (a DP cell's expected passes; a "
             "release cell's over the release); CPU h: training hours (the DP cells' "
             "noisy steps, summed over resumed runs)."
