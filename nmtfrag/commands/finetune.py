@@ -107,8 +107,8 @@ def _add_training(tr: opt.OptionGroup) -> None:
                     + opt.also_spelled("--max-epoch", "fairseq's spelling"))
     tr.add_argument("--patience", type=ct.int_at_least(-1), default=None,
                     help="stop when the validation loss has not improved for N "
-                         "validations (default 5; -1 disables; not with --dp, whose "
-                         "budget is fixed by ε)")
+                         "validations (default 5; -1 disables); not with --dp: a DP "
+                         "run's length is its plan (--max-epochs, --dp-steps)")
     tr.add_argument("--validate-every", type=ct.positive_int, default=None, metavar="UPDATES",
                     help="validate (and save) every N updates; default: every epoch; "
                          "with --dp give --dp-valid-every instead")

@@ -189,11 +189,10 @@ def check_compatible(args: argparse.Namespace) -> None:
                          "--physical-batch (virtual steps) instead")
     if getattr(args, "fp16", False):
         raise InputError("--fp16 is not supported with --dp")
-    if getattr(args, "lr", None) is not None:
-        raise InputError("--lr is the learning rate of fine-tuning without --dp; with --dp "
-                         f"give --dp-lr (default {recipe.DEFAULT.lr}, the default recipe's)")
-    # the other options of fine-tuning without --dp, which DP-SGD would silently ignore
-    for name, instead in (("patience", "a run's length is its plan (--max-epochs or "
+    # the options of fine-tuning without --dp, which DP-SGD would silently ignore
+    for name, instead in (("lr", f"give --dp-lr (default {recipe.DEFAULT.lr}, the default "
+                                 "recipe's)"),
+                          ("patience", "a run's length is its plan (--max-epochs or "
                                        "--dp-steps), never cut short by validation"),
                           ("validate_every", "give --dp-valid-every"),
                           ("weight_decay", "give --dp-weight-decay"),
