@@ -218,6 +218,7 @@ done
 ft_common=(--valid-src "$DATA/valid.de" --valid-tgt "$DATA/valid.en" --pretokenized
            --max-tokens "$MAX_TOKENS" --seed "$SEED"
            --overwrite -q "${ckpt[@]}" "${dev[@]}" "${FP16[@]}")
+nonprivate=(--lr "$LR" --patience "$PATIENCE")  # the method's own options (--dp refuses them)
 evaluate_and_audit baseline
 if [ "$UPDATES" = pass ]; then
   # the budget is one pass of the full-sentence cell: train it first, read its count
@@ -225,7 +226,7 @@ if [ "$UPDATES" = pass ]; then
     log "fine-tune sent (one pass over $N_TRAIN pairs: sets the budget)"
     # shellcheck disable=SC2086
     nmtfrag finetune --model "$MODEL" --train "${TRAIN[@]}" --out "$OUT/ft-sent" \
-      --max-epochs 1 --lr "$LR" --patience "$PATIENCE" "${ft_common[@]}" $FT_ARGS > /dev/null
+      --max-epochs 1 "${nonprivate[@]}" "${ft_common[@]}" $FT_ARGS > /dev/null
   fi
   UPDATES=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["result"]["num_updates"])' \
     "$OUT/ft-sent/manifest.json")
@@ -250,9 +251,8 @@ for cfg in $APPROACHES; do
     else
       # shellcheck disable=SC2086
       nmtfrag finetune --model "$MODEL" --train "${train[@]}" --out "$OUT/ft-$cfg" \
-        --max-updates "$UPDATES" --validate-every "$VALIDATE_EVERY" --lr "$LR" \
-        --patience "$PATIENCE" "${ft_common[@]}" \
-        $FT_ARGS > /dev/null
+        --max-updates "$UPDATES" --validate-every "$VALIDATE_EVERY" "${nonprivate[@]}" \
+        "${ft_common[@]}" $FT_ARGS > /dev/null
     fi
   fi
   evaluate_and_audit "$cfg"

@@ -91,7 +91,7 @@ def cell_row(root: str, name: str) -> dict[str, Any]:
     # a DP-SGD certificate takes precedence: a cell is shown with the ε of its training
     release = None if priv else _release_certificate(root, name, params)
     if release:
-        row.update(mode="release", dp=True, epsilon_release=release["epsilon"],
+        row.update(mode="release", epsilon_release=release["epsilon"],
                    release_pairs=(man.get("counts") or {}).get("train", {}).get("pairs"))
     if not_private:
         trained = not_private["trained"]
