@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from nmtfrag.dp import sgd
+from nmtfrag.dp.engine import leave_process_group
 from test_dp_sgd import tiny, tiny_dir  # noqa: F401 (fixtures)
 
 STEPS, RATE = 3, 0.5
@@ -37,8 +38,10 @@ def _worker(rank, world, init_file, model, ds, out_dir, seed, units):
         torch.save({"params": {n: p.detach().clone() for n, p in model.named_parameters()},
                     "records": records, "history": history},
                    os.path.join(out_dir, f"rank{rank}.pt"))
-    finally:
+    except BaseException:
         dist.destroy_process_group()
+        raise
+    leave_process_group()
 
 
 def _run_two_processes(tmp_path, model, ds, seed, units=None):

@@ -392,8 +392,25 @@ def _worker(rank, world_size, init_file, model, dataset, units, train_kwargs, de
             fairseq_opacus.restore_model(model)
             torch.save({"state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                         "records": records, "history": history}, result)
-    finally:
+    except BaseException:
         dist.destroy_process_group()
+        raise
+    leave_process_group()
+
+
+def leave_process_group() -> None:
+    """End a spawned process whose work is done and on disk: wait for the others (none
+    tears the group down while another still uses it), destroy the group, and exit
+    without the interpreter's teardown, in which a gloo process can abort ('terminate
+    called without an active exception', seen once in CI) and spawn would report a
+    finished run as failed."""
+    import torch.distributed as dist
+
+    dist.barrier()
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def base_model_privacy(model_dir: str) -> tuple[dict | None, list[dict], dict]:
