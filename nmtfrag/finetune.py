@@ -22,6 +22,11 @@ the end unless keep_work):
 6. the best checkpoint (lowest validation loss) becomes OUT/model.pt next to the
    dictionaries and bpecodes: OUT is again a model directory.
 
+Without validation (`FineTuneConfig.validate` False, `--no-validation`) no validation set
+is read: fairseq trains for the whole budget with --disable-validation and the last
+checkpoint becomes OUT/model.pt, so the budget and the kept checkpoint depend on the
+training data and fixed settings only (for a DP release: nothing outside its ε).
+
 A run killed half-way is continued with `FineTuneJob.resume` from OUT/checkpoints/checkpoint_last.pt
 (optimizer, scheduler, data iterator and meters restored by fairseq).
 """
@@ -95,8 +100,17 @@ def fairseq_train_argv(bin_dir: str, save_dir: str, init_ckpt: str, arch: str, *
                        update_freq: int, max_updates: int | None, max_epochs: int | None,
                        patience: int, validate_every: int | None, warmup_updates: int,
                        seed: int, device: str, gpus: int, fp16: bool, log_interval: int,
-                       resume: bool, threads_note: str | None = None) -> list[str]:
-    """The fairseq-train command line of a fine-tuning run (also used by the benchmark)."""
+                       resume: bool, validate: bool = True,
+                       threads_note: str | None = None) -> list[str]:
+    """The fairseq-train command line of a fine-tuning run (also used by the benchmark).
+
+    `validate` False: --disable-validation (fairseq reads no valid split, never stops
+    early and writes no checkpoint_best.pt) and patience -1, whatever `patience` says;
+    `validate_every` must then be None."""
+    if not validate:
+        if validate_every:
+            raise ValueError("validate_every without validation")
+        patience = -1
     argv = [
         bin_dir, "--task", "translation", "-s", src_lang, "-t", tgt_lang,
         "--arch", arch,
@@ -119,6 +133,8 @@ def fairseq_train_argv(bin_dir: str, save_dir: str, init_ckpt: str, arch: str, *
         "--log-format", "simple", "--log-interval", str(log_interval),
         "--num-workers", "0", "--no-progress-bar",
     ]
+    if not validate:
+        argv += ["--disable-validation"]
     if max_updates:
         argv += ["--max-update", str(max_updates)]
     if max_epochs:
@@ -353,7 +369,9 @@ class FineTuneConfig:
 
     Defaults follow Kim et al. (2021) (PAPER_DEFAULTS); dropout and label smoothing are
     the job's (both methods use them). A budget is required: `max_updates` and/or
-    `max_epochs`."""
+    `max_epochs`. `validate` False trains for the whole budget and keeps the last
+    checkpoint, reading no validation set (`patience` and `measure_before` then do
+    nothing; `validate_every` is refused)."""
     max_updates: int | None = None
     max_epochs: int | None = None
     lr: float = PAPER_DEFAULTS["lr"]
@@ -368,6 +386,9 @@ class FineTuneConfig:
     fp16: bool = False
     keep_checkpoints: bool = False
     measure_before: bool = True  # the validation loss of the base model, for the record
+    # False: no validation set (the job's valid files None), fairseq's
+    # --disable-validation, the whole budget, the last checkpoint kept, no loss measured
+    validate: bool = True
 
     def trained(self) -> TrainableSet | None:
         """What limits training (nmtfrag.trainable), or None: fairseq trains everything."""
@@ -402,7 +423,8 @@ class RunDirs:
 @dataclass
 class TrainingOutcome:
     """What fairseq's training left: the command line, its validations, the kept
-    (best) checkpoint's state and the counts the manifest reports."""
+    (best, or without validation last) checkpoint's state and the counts the manifest
+    reports."""
     argv: list[str]
     validations: list[dict]
     train_seconds: float
@@ -439,7 +461,8 @@ def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
     keep_best(job, config, dirs, md, outcome)
     manifest = run_manifest(job, config, md, sources, prep, outcome, before, device)
     manifest["result"]["wall_seconds_this_run"] = round(time.time() - t0, 1)
-    manifest["inputs_sha256"] = hashes
+    manifest["inputs_sha256"] = hashes if config.validate else {  # valid: the train files
+        k: v for k, v in hashes.items() if k not in ("valid_src", "valid_tgt")}
     manifest["tool_versions"] = tool_versions("fairseq-fixed", "torch", "fastbpe",
                                               "sacremoses")
     write_json(os.path.join(dirs.out, MANIFEST), manifest)
@@ -450,6 +473,15 @@ def check_request(job: FineTuneJob, config: FineTuneConfig) -> str:
     """Refuse a run without a budget or on a device torch cannot use; the device."""
     if not (config.max_updates or config.max_epochs):
         raise InputError("give a training budget: --max-updates and/or --max-epochs")
+    if config.validate and (job.valid_src is None or job.valid_tgt is None):
+        raise InputError("give --valid-src and --valid-tgt, or --no-validation to train "
+                         "for the whole budget without a validation set")
+    if not config.validate:
+        if job.valid_src is not None or job.valid_tgt is not None:
+            raise InputError("--no-validation reads no validation set: leave out "
+                             "--valid-src/--valid-tgt")
+        if config.validate_every:
+            raise InputError("--validate-every with --no-validation: nothing is validated")
     device = job.device
     if device is None:
         import torch
@@ -515,7 +547,10 @@ def prepared_data(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: M
 
 def loss_before(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, prep: dict,
                 device: str) -> float | None:
-    """The base model's validation loss (kept in prepared.json for a resumed run)."""
+    """The base model's validation loss (kept in prepared.json for a resumed run);
+    None without validation (the valid split is then the training data)."""
+    if not config.validate:
+        return None
     if not config.measure_before or job.resume:
         return prep.get("valid_loss_before")
     layout = dirs.layout
@@ -541,7 +576,7 @@ def train(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
         max_epochs=config.max_epochs, patience=config.patience,
         validate_every=config.validate_every, warmup_updates=config.warmup_updates,
         seed=config.seed, device=device, gpus=job.world_size, fp16=config.fp16,
-        log_interval=job.log_interval, resume=job.resume)
+        log_interval=job.log_interval, resume=job.resume, validate=config.validate)
     cfg = build_train_cfg(argv, md.arch)
     os.makedirs(dirs.save_dir, exist_ok=True)
     earlier = earlier_training_seconds(dirs.last) if job.resume else 0.0
@@ -568,10 +603,11 @@ def earlier_training_seconds(last: str) -> float:
 
 def keep_best(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
               outcome: TrainingOutcome) -> None:
-    """The best checkpoint (LoRA adapters merged) becomes OUT's model; fairseq's
-    checkpoints and the work dir go unless kept. Fills `outcome`'s counts."""
+    """The best checkpoint (LoRA adapters merged) becomes OUT's model — the last one
+    without validation; fairseq's checkpoints and the work dir go unless kept. Fills
+    `outcome`'s counts."""
     best = os.path.join(dirs.save_dir, "checkpoint_best.pt")
-    chosen = best if os.path.isfile(best) else dirs.last
+    chosen = best if config.validate and os.path.isfile(best) else dirs.last
     if not os.path.isfile(chosen):
         raise RuntimeError(f"fairseq training wrote no checkpoint in {dirs.save_dir}")
     state = load_state(chosen)
@@ -584,7 +620,8 @@ def keep_best(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: Model
     outcome.num_updates = last_state["optimizer_history"][-1]["num_updates"]
     outcome.epochs_completed = epochs_completed(last_state)
     outcome.best_checkpoint_updates = state["optimizer_history"][-1]["num_updates"]
-    best_loss = (last_state.get("extra_state") or {}).get("best")
+    best_loss = (last_state.get("extra_state") or {}).get("best") if config.validate \
+        else None
     if best_loss is not None and hasattr(best_loss, "item"):
         best_loss = best_loss.item()
     outcome.valid_loss_best = best_loss
@@ -611,6 +648,9 @@ def run_manifest(job: FineTuneJob, config: FineTuneConfig, md: ModelDir,
     the wall time, input hashes and tool versions)."""
     train = job.train
     trained = config.trained()
+    validate = config.validate
+    counts = prep["counts"] if validate else {  # the valid split is the training data
+        k: v for k, v in prep["counts"].items() if k != "valid"}
     return {
         "kind": MODEL_KIND,
         "model_files": model_files(job.src_lang, job.tgt_lang),
@@ -620,15 +660,18 @@ def run_manifest(job: FineTuneJob, config: FineTuneConfig, md: ModelDir,
             "train": (public_name(train) if isinstance(train, str)
                       else [public_name(t) for t in train]),
             "train_kind": sources.train.kind, "train_text_mode": sources.train.mode,
+            "validate": validate,
             "valid_src": public_name(job.valid_src), "valid_tgt": public_name(job.valid_tgt),
-            "valid_text_mode": sources.valid_mode, "src_lang": job.src_lang,
+            "valid_text_mode": sources.valid_mode if validate else None,
+            "src_lang": job.src_lang,
             "tgt_lang": job.tgt_lang, "lr": config.lr, "lr_scheduler": "fixed",
             "warmup_updates": config.warmup_updates, "weight_decay": config.weight_decay,
             "dropout": job.dropout, "label_smoothing": job.label_smoothing,
             "optimizer": "adam", "adam_betas": PAPER_DEFAULTS["adam_betas"],
             "max_tokens": config.max_tokens, "update_freq": config.update_freq,
             "max_updates": config.max_updates, "max_epochs": config.max_epochs,
-            "patience": config.patience, "validate_every": config.validate_every,
+            "patience": config.patience if validate else None,
+            "validate_every": config.validate_every,
             "seed": config.seed,
             "trained_parameters": (trained.public_record() if trained is not None
                                    else {"kind": "all"}),
@@ -639,7 +682,7 @@ def run_manifest(job: FineTuneJob, config: FineTuneConfig, md: ModelDir,
             "arch", "encoder_layers", "decoder_layers", "encoder_embed_dim",
             "encoder_ffn_embed_dim", "decoder_ffn_embed_dim", "encoder_attention_heads",
             "share_all_embeddings", "share_decoder_input_output_embed")},
-        "counts": prep["counts"],
+        "counts": counts,
         "tags": prep["tags"],
         "result": {
             "valid_loss_before": before, "valid_loss_best": outcome.valid_loss_best,

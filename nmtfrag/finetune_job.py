@@ -21,12 +21,15 @@ class FineTuneJob:
     refuses tagged data (its model's shape must not depend on the data). `device` None:
     cuda if available, else cpu. `world_size`: processes, one per GPU on CUDA (fairseq's
     distributed launcher, or torch.distributed under DP; gloo processes on CPU under DP
-    only). `save_every` is the DP track's resumable-state interval."""
+    only). `save_every` is the DP track's resumable-state interval. `valid_src` and
+    `valid_tgt` are given together or not at all (none: `TrainingSources.of_job`)."""
     model: str
     train: str | Sequence[str]
-    valid_src: str
-    valid_tgt: str
     out: str
+    # None: no validation set (fairseq's track with FineTuneConfig.validate False only;
+    # DP-SGD needs one)
+    valid_src: str | None = None
+    valid_tgt: str | None = None
     src_lang: str = "de"
     tgt_lang: str = "en"
     pretokenized: bool = False

@@ -123,9 +123,21 @@ class TrainingSources:
 
     @classmethod
     def of_job(cls, job: FineTuneJob) -> TrainingSources:
-        """The job's sources, its training input resolved (InputError if it is none)."""
+        """The job's sources, its training input resolved (InputError if it is none).
+
+        A job without validation files (`valid_src` None: fairseq's track with
+        FineTuneConfig.validate False) gets the training files, in their own text mode,
+        as its "valid" split. Why: fairseq's preprocessing binarises a valid split and
+        its trainer expects one; these are the files the run trains on anyway, and with
+        --disable-validation fairseq never evaluates them, so nothing outside the
+        training data enters the run."""
         train = resolve_train(train_argument(job.train), job.src_lang, job.tgt_lang,
                               job.pretokenized)
+        if (job.valid_src is None) != (job.valid_tgt is None):
+            raise InputError("give both validation files (--valid-src and --valid-tgt) "
+                             "or neither")
+        if job.valid_src is None or job.valid_tgt is None:
+            return cls(train, train.src, train.tgt, train.mode, job.src_lang, job.tgt_lang)
         return cls(train, job.valid_src, job.valid_tgt,
                    "moses" if job.pretokenized else "raw", job.src_lang, job.tgt_lang)
 

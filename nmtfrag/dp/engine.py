@@ -522,7 +522,12 @@ def start(job: FineTuneJob, config: DPConfig) -> Seed:
 
 
 def dp_sources(job: FineTuneJob) -> TrainingSources:
-    """The job's training and validation files (a release is refused under DP)."""
+    """The job's training and validation files (a release is refused under DP, and so is
+    a job without validation files: fairseq's track alone trains without them)."""
+    if job.valid_src is None or job.valid_tgt is None:
+        raise InputError("--dp needs --valid-src/--valid-tgt (the owner-only validation "
+                         "losses before and after; --no-validation is for fine-tuning "
+                         "without --dp)")
     sources = TrainingSources.of_job(job)
     if sources.train.kind == "release":
         raise InputError(
@@ -845,8 +850,8 @@ def owner_record(job: FineTuneJob, config: DPConfig, md: ModelDir, sources: Trai
         "params": {"base_model": md.path,
                    "train": train if isinstance(train, str) else list(train),
                    "train_text_mode": sources.train.mode,
-                   "valid_src": os.path.abspath(job.valid_src),
-                   "valid_tgt": os.path.abspath(job.valid_tgt),
+                   "valid_src": os.path.abspath(sources.valid_src),
+                   "valid_tgt": os.path.abspath(sources.valid_tgt),
                    "documents": (os.path.abspath(config.documents)
                                  if config.documents else None)},
         "randomness": seed.owner_record(),
