@@ -15,6 +15,8 @@ examples:
   nmtfrag finetune --model wmt19.de-en/ --train train.de train.en --pretokenized \\
       --valid-src valid.de --valid-tgt valid.en --out adapted/ --max-epochs 3
   nmtfrag finetune ... --out adapted/ --resume      # continue a killed run
+  nmtfrag finetune --model wmt19.de-en/ --train dp-release/ --no-validation \\
+      --out adapted/ --max-epochs 3                # no validation set: last checkpoint
   nmtfrag finetune --model wmt19.de-en/ --train train.de train.en --pretokenized \\
       --valid-src valid.de --valid-tgt valid.en --out dp-adapted/ \\
       --dp --epsilon 8 --delta 1e-5               # the default DP recipe (--dp below)
@@ -55,9 +57,10 @@ def _add_input_output(io: opt.OptionGroup) -> None:
                          "a translation memory FILE.tmx[.gz] (as --tmx)")
     opt.add_tmx(io, "for --dp --privacy-unit document, instead of --documents",
                 instead_of="--train")
-    io.add_argument("--valid-src", required=True, metavar="FILE",
-                    help="full-sentence validation source (early stopping)")
-    io.add_argument("--valid-tgt", required=True, metavar="FILE",
+    io.add_argument("--valid-src", metavar="FILE",
+                    help="full-sentence validation source (early stopping, the kept "
+                         "checkpoint); required unless --no-validation")
+    io.add_argument("--valid-tgt", metavar="FILE",
                     help="validation target, line-aligned with --valid-src")
     opt.add_out(io, "output model directory (refused if it holds a finished run, unless "
                     "--overwrite)")
@@ -112,6 +115,14 @@ def _add_training(tr: opt.OptionGroup) -> None:
     tr.add_argument("--validate-every", type=ct.positive_int, default=None, metavar="UPDATES",
                     help="validate (and save) every N updates; default: every epoch; "
                          "with --dp give --dp-valid-every instead")
+    tr.add_argument("--no-validation", action="store_true",
+                    help="read no validation set (no --valid-src/--valid-tgt): train for "
+                         "the whole budget (fairseq's --disable-validation, no early "
+                         "stopping, no loss measured before) and keep the LAST checkpoint, "
+                         "so the budget and the chosen checkpoint depend on the training "
+                         "data and fixed settings only; for a DP release, nothing outside "
+                         "its ε (choosing on the data owner's validation set would be). "
+                         "Not with --dp, --patience or --validate-every")
     opt.add_seed(tr, "seed of fairseq training (default 1). With --dp it also seeds Poisson "
                      "sampling and noise, which are otherwise drawn from the OS's "
                      "cryptographic source: a seeded DP run is reproducible but NOT "
@@ -132,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import InputError
     from ..tmx import is_tmx, tmx_corpus
 
+    check_validation_options(args)
     if args.train and len(args.train) == 1 and is_tmx(args.train[0]):
         if args.tmx:
             raise InputError("give --tmx FILE or --train FILE.tmx, not both")
@@ -164,6 +176,33 @@ def _run(args):
     return _report(finetune(job, config_from_args(args)), args.out)
 
 
+def check_validation_options(args: argparse.Namespace) -> None:
+    """The validation set's options: --valid-src and --valid-tgt, or --no-validation
+    (without --dp, --patience, --validate-every or the validation files)."""
+    from ..errors import InputError
+
+    dp = getattr(args, "dp", False)
+    valid = {"--valid-src": args.valid_src, "--valid-tgt": args.valid_tgt}
+    if args.no_validation:
+        if dp:
+            raise InputError("--no-validation is for fine-tuning without --dp (DP-SGD "
+                             "needs --valid-src/--valid-tgt for its owner-only validation "
+                             "losses and never picks a checkpoint by them)")
+        if any(v is not None for v in valid.values()):
+            raise InputError("--no-validation reads no validation set: leave out "
+                             "--valid-src/--valid-tgt")
+        for name in ("patience", "validate_every"):
+            if getattr(args, name) is not None:
+                raise InputError(f"--{name.replace('_', '-')} with --no-validation: nothing "
+                                 f"is validated (a run trains for its whole budget)")
+        return
+    missing = [k for k, v in valid.items() if v is None]
+    if missing:
+        raise InputError(f"the following arguments are required: {', '.join(missing)} "
+                         + ("(--dp needs a validation set)" if dp else
+                            "(or --no-validation: the whole budget, the last checkpoint)"))
+
+
 def job_from_args(args: argparse.Namespace, world_size: int) -> FineTuneJob:
     """The FineTuneJob both methods take, from the options."""
     from ..errors import InputError
@@ -194,7 +233,8 @@ def config_from_args(args: argparse.Namespace) -> FineTuneConfig:
         warmup_updates=args.warmup_updates, max_tokens=args.max_tokens,
         update_freq=args.update_freq, validate_every=args.validate_every,
         seed=1 if args.seed is None else args.seed, params=dp_cli.trainable_set(args),
-        fp16=args.fp16, keep_checkpoints=args.keep_checkpoints, **given)
+        fp16=args.fp16, keep_checkpoints=args.keep_checkpoints,
+        validate=not args.no_validation, measure_before=not args.no_validation, **given)
 
 
 def _report(manifest, out):
