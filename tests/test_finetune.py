@@ -215,6 +215,105 @@ def test_resume_after_kill_continues_from_checkpoint(tiny_model_dir, data, tmp_p
     assert "--reset-optimizer" not in m["fairseq_train_argv"]
 
 
+def test_no_validation_trains_the_whole_budget_and_keeps_the_last_checkpoint(
+        tiny_model_dir, data, tmp_path):
+    """--no-validation: no validation set is read, fairseq validates nothing, the run
+    is its budget and OUT/model.pt is the last checkpoint (for a DP release, nothing
+    outside its ε chooses the model)."""
+    out = str(tmp_path / "ft")
+    k = 6
+    m = run_finetune(tiny_model_dir, data["release"], out, max_updates=k, validate=False,
+                     keep_checkpoints=True, **FAST)
+    r, params = m["result"], m["params"]
+    assert r["num_updates"] == k and r["best_checkpoint_updates"] == k
+    assert r["valid_loss_before"] is None and r["valid_loss_best"] is None
+    assert r["validations_this_run"] == [] and r["worse_than_before"] is None
+    assert params["validate"] is False and params["patience"] is None
+    assert params["valid_src"] is None and params["valid_tgt"] is None
+    # the binarised valid split was the training data: not reported as a validation set
+    assert "valid" not in m["counts"] and "valid_src" not in m["inputs_sha256"]
+    argv = m["fairseq_train_argv"]
+    assert "--disable-validation" in argv and argv[argv.index("--patience") + 1] == "-1"
+    ckpts = os.path.join(out, "checkpoints")
+    assert not os.path.exists(os.path.join(ckpts, "checkpoint_best.pt"))
+    last = load_state(os.path.join(ckpts, "checkpoint_last.pt"))["model"]
+    kept = load_state(os.path.join(out, "model.pt"))["model"]
+    assert last.keys() == kept.keys()
+    assert all(torch.equal(last[n], kept[n]) for n in last)
+    base = load_state(validate_model_dir(tiny_model_dir).checkpoints[0])["model"]
+    assert any(not torch.equal(base[n], kept[n]) for n in base  # it did train
+               if n in kept and base[n].shape == kept[n].shape)
+    with open(os.path.join(out, "train.log"), encoding="utf-8") as f:
+        log = f.read()
+    assert "| train |" in log and "valid on" not in log
+    validate_model_dir(out)
+
+
+def test_no_validation_without_validation_files_is_what_the_cli_asks_for():
+    import argparse
+
+    from nmtfrag.commands import finetune as command
+
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    args = parser.parse_args(["--model", "m", "--train", "a", "b", "--out", "o",
+                              "--no-validation", "--max-epochs", "2"])
+    command.check_validation_options(args)
+    cfg = command.config_from_args(args)
+    assert cfg.validate is False and cfg.measure_before is False and cfg.max_epochs == 2
+    job = command.job_from_args(args, world_size=1)
+    assert job.valid_src is None and job.valid_tgt is None
+    with_valid = command.config_from_args(parser.parse_args(
+        ["--model", "m", "--train", "a", "b", "--out", "o", "--valid-src", "v",
+         "--valid-tgt", "w"]))
+    assert with_valid.validate is True and with_valid.measure_before is True
+
+
+NO_VALID_REFUSALS = [
+    # (id, options after the model, train and out; what the one error line must say)
+    ("with-valid-files", "--no-validation --valid-src {v}.de --valid-tgt {v}.en",
+     "--no-validation reads no validation set: leave out --valid-src/--valid-tgt"),
+    ("with-valid-src-only", "--no-validation --valid-src {v}.de",
+     "leave out --valid-src/--valid-tgt"),
+    ("with-patience", "--no-validation --patience 3", "--patience"),
+    ("with-patience-off", "--no-validation --patience -1", "--patience"),
+    ("with-validate-every", "--no-validation --validate-every 5", "--validate-every"),
+    ("with-dp", "--no-validation --dp --sample-rate 0.5 --noise-multiplier 1 "
+     "--delta 1e-5", "--no-validation is for fine-tuning without --dp"),
+    ("no-valid-files", "", "required: --valid-src, --valid-tgt"),
+    ("valid-src-only", "--valid-src {v}.de", "required: --valid-tgt"),
+    ("dp-no-valid-files", "--dp --sample-rate 0.5 --noise-multiplier 1 --delta 1e-5",
+     "--dp needs a validation set"),
+]
+
+
+@pytest.mark.parametrize("extra,expect", [c[1:] for c in NO_VALID_REFUSALS],
+                         ids=[c[0] for c in NO_VALID_REFUSALS])
+def test_validation_options_are_refused_with_one_error_line(data, tmp_path, extra, expect):
+    # refused before the model is read: a missing model dir would be another error
+    v = data["valid"][0].rsplit(".", 1)[0]
+    out = tmp_path / "o"
+    r = subprocess.run(_cli("--model", str(tmp_path / "nomodel"), "--train", *data["train"],
+                            "--out", str(out), "--max-updates", "1",
+                            *extra.format(v=v).split()),
+                       capture_output=True, text=True,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    errs = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errs) == 1 and expect in errs[0], r.stderr
+    assert not out.exists()
+
+
+def test_the_dp_track_still_needs_validation_files(data, tmp_path):
+    from nmtfrag.dp.engine import dp_sources
+
+    job = FineTuneJob(model=str(tmp_path / "m"), train=list(data["train"]),
+                      out=str(tmp_path / "o"))
+    with pytest.raises(InputError, match="--dp needs --valid-src/--valid-tgt"):
+        dp_sources(job)
+
+
 def test_mismatched_valid_files_exit_2(tiny_model_dir, data, tmp_path):
     short = tmp_path / "short.en"
     short.write_text("one line\n")
