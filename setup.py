@@ -57,6 +57,7 @@ setup(
         "numpy",
         "tqdm",
         "matplotlib",
+        "tomli>=1.1; python_version < '3.11'",  # study configs (tomllib from 3.11)
         "pyyaml",
         "scipy",  # audit exposure: skew-normal extrapolation
     ],

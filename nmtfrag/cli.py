@@ -33,6 +33,7 @@ COMMANDS = [
     ("stats", "nmtfrag.commands.stats"),
     ("opus2tsv", "nmtfrag.commands.opus2tsv"),
     ("audit", "nmtfrag.commands.audit"),
+    ("study", "nmtfrag.commands.study"),
 ]
 
 

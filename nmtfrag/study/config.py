@@ -1,0 +1,402 @@
+"""A study's config file (TOML): read, check every key, resolve paths, before anything runs.
+
+Why: a decision study is days of CPU; a typo found after the baseline is evaluated costs
+hours. Every key is known, typed and range-checked here, and a bad one is one `error:`
+line naming the file and the key (`[training] lr`, `cell 'len4-tag': max_len`). The
+commented example configs in `corpora/*/study.toml` are the documentation of every key.
+
+Paths may hold `${VAR}` (taken from the environment, so a shipped config names no path of
+anyone's machine) and are relative to the directory the command runs in.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..errors import InputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, before it joined the standard library
+    import tomli as tomllib
+
+APPROACHES = ("phrases", "sentences", "dp-release", "dp-sgd")
+BASELINE = "baseline"
+CELL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class Training:
+    """How the non-private cells train: Kim et al. (2021)'s settings, early stopping on
+    the validation set under a cap (`max_epochs`, and `max_updates` when > 0)."""
+    lr: float = 0.000175
+    weight_decay: float = 0.0001
+    dropout: float = 0.2
+    label_smoothing: float = 0.1
+    max_tokens: int = 2048
+    patience: int = 2
+    max_epochs: int = 10
+    max_updates: int = 0
+    validate_every: int = 0
+
+
+@dataclass(frozen=True)
+class Audit:
+    """Which audits run on every cell they apply to, and their sizes."""
+    reconstruction: bool = True
+    membership: bool = True
+    membership_pairs: int = 1000
+    canaries: bool = True
+    canary_count: int = 10
+    canary_repeats: tuple[int, ...] = (1, 10, 25)
+    exposure_samples: int = 1000
+
+
+@dataclass(frozen=True)
+class Decode:
+    engine: str = "ctranslate2"
+    beam: int = 5
+    test_lines: int = 0          # 0: the whole test set
+    compute_type: str = "float32"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where cells run; never part of a cell's settings (a cell may move machines)."""
+    device: str = "cpu"
+    threads: int = 0             # 0: every core
+    jobs: int = 1
+
+
+@dataclass(frozen=True)
+class Data:
+    train: str
+    valid: str
+    test: str
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    pretokenized: bool = False
+    public_align: str = ""       # PREFIX of public parallel text (DP release's aligner)
+
+    def files(self, prefix: str) -> tuple[str, str]:
+        return f"{prefix}.{self.src_lang}", f"{prefix}.{self.tgt_lang}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One approach with its options; `settings()` is what the study records for it."""
+    name: str
+    approach: str
+    max_len: int = 4
+    tags: bool = False
+    sample_rate: float = 0.5
+    epsilon: float = 0.0
+    delta: float = 1e-5
+    unit_cap: int = 16
+    passes: int = 10             # dp-release: fixed passes over the release
+    options: tuple[str, ...] = ()  # dp-sgd: `nmtfrag finetune --dp` options (default: recipe)
+    seeded: bool = False         # DP cells: seeded randomness (reproducible, NOT private)
+    tuned_on: str = "public"     # dp-sgd: where its hyperparameters were chosen
+    training: Training = field(default_factory=Training)
+
+    @property
+    def private(self) -> bool:
+        return self.approach in ("dp-release", "dp-sgd")
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    path: str
+    title: str
+    seed: int
+    model: str
+    checkpoint: str
+    data: Data
+    decode: Decode
+    training: Training
+    audit: Audit
+    machine: Machine
+    cells: tuple[Cell, ...]
+
+    def cell(self, name: str) -> Cell:
+        for c in self.cells:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    @property
+    def full_sentence_cell(self) -> str | None:
+        return next((c.name for c in self.cells if c.approach == "sentences"), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- reading
+_TOP = {"title", "seed", "model", "data", "decode", "training", "audit", "machine", "cell"}
+_CELL_KEYS = {
+    "phrases": {"max_len", "tags", "sample_rate", "training"},
+    "sentences": {"training"},
+    "dp-release": {"epsilon", "delta", "max_len", "tags", "unit_cap", "passes", "seeded"},
+    "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on"},
+}
+
+
+class _Where:
+    """Names a key in error messages: `study.toml: [training] lr: …`."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def error(self, key: str, message: str) -> InputError:
+        return InputError(f"{self.path}: {key}: {message}")
+
+
+def read_config(path: str) -> StudyConfig:
+    """The checked config (InputError naming the file and key on the first bad one)."""
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such config file")
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML ({exc})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    return parse_config(raw, path)
+
+
+def parse_config(raw: dict[str, Any], path: str) -> StudyConfig:
+    w = _Where(path)
+    _unknown(w, "", raw, _TOP)
+    model = _table(w, raw, "model")
+    _unknown(w, "[model] ", model, {"dir", "checkpoint"})
+    data_t = _table(w, raw, "data")
+    _unknown(w, "[data] ", data_t, {f.name for f in Data.__dataclass_fields__.values()})
+    data = Data(**{k: _typed(w, f"[data] {k}", data_t[k], Data.__dataclass_fields__[k].type)
+                   for k in data_t})  # missing required keys are named just below
+    for key in ("train", "valid", "test"):
+        if key not in data_t:
+            raise w.error(f"[data] {key}", "required (a file prefix: PREFIX.SRC, PREFIX.TGT)")
+    data = _resolve_data(w, data)
+    model_dir = _path(w, "[model] dir", model.get("dir"), required=True)
+    if not os.path.isdir(model_dir):
+        raise w.error("[model] dir", f"{model_dir} is not a directory")
+    checkpoint = _typed(w, "[model] checkpoint", model.get("checkpoint", ""), "str")
+    if checkpoint and not os.path.isfile(os.path.join(model_dir, checkpoint)):
+        raise w.error("[model] checkpoint", f"{checkpoint} is not in {model_dir}")
+    training = _section(w, raw, "training", Training)
+    _check_training(w, "[training] ", training)
+    audit = _section(w, raw, "audit", Audit)
+    decode = _section(w, raw, "decode", Decode)
+    machine = _section(w, raw, "machine", Machine)
+    _check_rest(w, audit, decode, machine)
+    seed = _typed(w, "seed", raw.get("seed", 1), "int")
+    if not 0 <= seed < 2 ** 31:
+        raise w.error("seed", f"must be in 0..2^31-1, got {seed}")
+    cells_raw = raw.get("cell", [])
+    if not isinstance(cells_raw, list) or not cells_raw:
+        raise w.error("[[cell]]", "give at least one cell (the baseline is always run)")
+    cells = tuple(_cell(w, i, c, training, data) for i, c in enumerate(cells_raw, 1))
+    names = [c.name for c in cells]
+    for n in names:
+        if names.count(n) > 1:
+            raise w.error(f"cell {n!r}", "two cells have this name")
+    return StudyConfig(path=path, title=_typed(w, "title", raw.get("title", "study"), "str"),
+                       seed=seed, model=model_dir, checkpoint=checkpoint, data=data,
+                       decode=decode, training=training, audit=audit, machine=machine,
+                       cells=cells)
+
+
+def _cell(w: _Where, i: int, raw: Any, training: Training, data: Data) -> Cell:
+    if not isinstance(raw, dict):
+        raise w.error(f"cell {i}", "must be a table ([[cell]])")
+    name = raw.get("name")
+    if not isinstance(name, str) or not CELL_NAME.match(name) or name == BASELINE:
+        raise w.error(f"cell {i}: name", "required: letters, digits, '.', '_', '-' (not "
+                      f"'{BASELINE}': the baseline is always run), got {name!r}")
+    where = f"cell {name!r}: "
+    approach = raw.get("approach")
+    if approach not in APPROACHES:
+        raise w.error(where + "approach", f"one of {', '.join(APPROACHES)}, got {approach!r}")
+    _unknown(w, where, raw, {"name", "approach"} | _CELL_KEYS[approach])
+    kw: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in ("name", "approach"):
+            continue
+        if key == "training":
+            if not isinstance(value, dict):
+                raise w.error(where + "training", "must be a table of [training] keys")
+            _unknown(w, where + "training.", value, set(Training.__dataclass_fields__))
+            merged = {**asdict(training), **{k: _typed(
+                w, f"{where}training.{k}", v, Training.__dataclass_fields__[k].type)
+                for k, v in value.items()}}
+            kw["training"] = Training(**merged)
+            _check_training(w, where + "training.", kw["training"])
+        elif key == "options":
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise w.error(where + "options", "a list of strings (finetune --dp options)")
+            kw["options"] = tuple(value)
+        else:
+            kw[key] = _typed(w, where + key, value, Cell.__dataclass_fields__[key].type)
+    kw.setdefault("training", training)  # dp-sgd cells ignore it (they follow their plan)
+    cell = Cell(name=name, approach=approach, **kw)
+    _check_cell(w, where, cell, raw, data)
+    return cell
+
+
+# options of `finetune --dp` a dp-sgd cell may not set: the study sets them, or they would
+# break the footing (another model, data or test) or the ε the row prints
+_STUDY_OWNS = ("--model", "--train", "--out", "--valid-src", "--valid-tgt", "--delta",
+               "--epsilon", "--target-epsilon", "--seed", "--overwrite", "--resume",
+               "--threads", "--device", "--pretokenized", "--src-lang", "--tgt-lang",
+               "--checkpoint", "--dp", "--documents", "--tmx", "-q", "--quiet")
+
+
+def _check_cell(w: _Where, where: str, c: Cell, raw: dict, data: Data) -> None:
+    if c.approach in ("phrases", "dp-release") and not 1 <= c.max_len <= 10:
+        raise w.error(where + "max_len", f"must be 1..10 (the paper: 4 or 7), got {c.max_len}")
+    if not 0 < c.sample_rate <= 1:
+        raise w.error(where + "sample_rate", f"must be in (0, 1], got {c.sample_rate}")
+    if c.private:
+        if "epsilon" not in raw:
+            raise w.error(where + "epsilon", "required for a DP cell")
+        if not (math.isfinite(c.epsilon) and 0 < c.epsilon <= 100):
+            raise w.error(where + "epsilon", f"must be in (0, 100], got {c.epsilon}")
+        if not 0 < c.delta < 0.01:
+            raise w.error(where + "delta", f"must be in (0, 0.01), got {c.delta}")
+    if c.approach == "dp-release":
+        if not data.public_align:
+            raise w.error(where + "approach", "a dp-release cell needs [data] public_align "
+                          "(public parallel text for its aligner: an alignment learned on "
+                          "the owner's corpus would void the release's guarantee)")
+        if c.passes < 1 or c.unit_cap < 1:
+            raise w.error(where + ("passes" if c.passes < 1 else "unit_cap"), "must be ≥ 1")
+    if c.approach == "dp-sgd":
+        if c.tuned_on not in ("public", "private"):
+            raise w.error(where + "tuned_on", f"'public' (the default recipe, or chosen on a "
+                          f"public proxy corpus) or 'private' (chosen by a sweep on the "
+                          f"owner's data), got {c.tuned_on!r}")
+        for opt in c.options:
+            if opt.split("=", 1)[0] in _STUDY_OWNS:
+                raise w.error(where + "options", f"{opt} is set by the study (use the cell's "
+                              f"own keys, e.g. epsilon, delta, seeded)")
+            if opt.split("=", 1)[0] in ("--lr", "--patience", "--validate-every"):
+                raise w.error(where + "options", f"{opt} is fairseq's, not DP-SGD's (a DP "
+                              f"cell follows its plan; see `nmtfrag finetune --help`)")
+
+
+def _check_training(w: _Where, where: str, t: Training) -> None:
+    checks = [("lr", t.lr > 0), ("weight_decay", t.weight_decay >= 0),
+              ("dropout", 0 <= t.dropout < 1), ("label_smoothing", 0 <= t.label_smoothing < 1),
+              ("max_tokens", t.max_tokens >= 1), ("patience", t.patience >= -1),
+              ("max_epochs", t.max_epochs >= 1), ("max_updates", t.max_updates >= 0),
+              ("validate_every", t.validate_every >= 0)]
+    for key, ok in checks:
+        if not ok:
+            raise w.error(where + key, f"out of range: {getattr(t, key)}")
+
+
+def _check_rest(w: _Where, a: Audit, d: Decode, m: Machine) -> None:
+    if a.membership_pairs < 10:
+        raise w.error("[audit] membership_pairs", f"must be ≥ 10, got {a.membership_pairs}")
+    if not 1 <= a.canary_count <= 1000:
+        raise w.error("[audit] canary_count", f"must be 1..1000, got {a.canary_count}")
+    if not a.canary_repeats or any(not 1 <= r <= 1000 for r in a.canary_repeats):
+        raise w.error("[audit] canary_repeats", "a non-empty list of counts in 1..1000")
+    if a.exposure_samples < 10:
+        raise w.error("[audit] exposure_samples", f"must be ≥ 10, got {a.exposure_samples}")
+    if d.engine not in ("fairseq", "ctranslate2"):
+        raise w.error("[decode] engine", f"fairseq or ctranslate2, got {d.engine!r}")
+    if not 1 <= d.beam <= 100:
+        raise w.error("[decode] beam", f"must be 1..100, got {d.beam}")
+    if d.test_lines < 0:
+        raise w.error("[decode] test_lines", f"must be ≥ 0 (0: all), got {d.test_lines}")
+    if m.device not in ("cpu", "cuda"):
+        raise w.error("[machine] device", f"cpu or cuda, got {m.device!r}")
+    if m.threads < 0 or not 1 <= m.jobs <= 64:
+        raise w.error("[machine] " + ("threads" if m.threads < 0 else "jobs"),
+                      "out of range")
+
+
+# --------------------------------------------------------------------------- helpers
+def _unknown(w: _Where, where: str, table: dict, known: set[str]) -> None:
+    for key in table:
+        if key not in known:
+            raise w.error(f"{where}{key}", f"unknown key (known: {', '.join(sorted(known))})")
+
+
+def _table(w: _Where, raw: dict, name: str) -> dict:
+    t = raw.get(name)
+    if not isinstance(t, dict):
+        raise w.error(f"[{name}]", "required table" if t is None else "must be a table")
+    return t
+
+
+def _section(w: _Where, raw: dict, name: str, cls: Any) -> Any:
+    t = raw.get(name, {})
+    if not isinstance(t, dict):
+        raise w.error(f"[{name}]", "must be a table")
+    fields = cls.__dataclass_fields__
+    _unknown(w, f"[{name}] ", t, set(fields))
+    return cls(**{k: _typed(w, f"[{name}] {k}", v, fields[k].type) for k, v in t.items()})
+
+
+def _typed(w: _Where, key: str, value: Any, kind: Any) -> Any:
+    """`value` checked against a dataclass field's type (given as a string annotation)."""
+    kind = str(kind)
+    if kind == "bool":
+        ok = isinstance(value, bool)
+    elif kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "float":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif kind == "str":
+        ok = isinstance(value, str)
+    elif kind.startswith("tuple[int"):
+        ok = isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool)
+                                             for v in value)
+        value = tuple(value) if ok else value
+    else:
+        ok = True
+    if not ok:
+        raise w.error(key, f"expected {kind.replace('tuple[int, ...]', 'a list of integers')}"
+                      f", got {value!r}")
+    return value
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _path(w: _Where, key: str, value: Any, required: bool = False) -> str:
+    if value in (None, ""):
+        if required:
+            raise w.error(key, "required")
+        return ""
+    value = _typed(w, key, value, "str")
+
+    def var(m: re.Match) -> str:
+        if m.group(1) not in os.environ:
+            raise w.error(key, f"${{{m.group(1)}}} is not set in the environment")
+        return os.environ[m.group(1)]
+    return os.path.abspath(os.path.expanduser(_VAR.sub(var, value)))
+
+
+def _resolve_data(w: _Where, d: Data) -> Data:
+    paths = {k: _path(w, f"[data] {k}", getattr(d, k))
+             for k in ("train", "valid", "test", "public_align")}
+    for key, prefix in paths.items():
+        if not prefix:
+            continue
+        for f in d.files(prefix):
+            if not os.path.isfile(f):
+                raise w.error(f"[data] {key}", f"{f}: no such file")
+    for key in ("src_lang", "tgt_lang"):
+        if not re.match(r"^[a-z]{2,3}$", getattr(d, key)):
+            raise w.error(f"[data] {key}", f"a language code like 'de', got {getattr(d, key)!r}")
+    return Data(**{**d.__dict__, **paths})

@@ -1,0 +1,265 @@
+"""What each cell of a study runs: its steps as `nmtfrag` command lines, and where they write.
+
+Why: every step is one of the toolkit's own commands (extract, finetune, evaluate, audit),
+run as a child process with the options this module gives it, so a study does exactly
+what a user could do by hand, each step's output is an ordinary output directory (done
+when it holds a manifest.json), and a killed step resumes as the command resumes. The
+plan depends on the config only: never on the private data (a DP cell's budget is its
+plan, a DP release's is passes over the release), which a test checks.
+
+Layout of a study directory OUT:
+    study.json                the settings recorded for each cell (nmtfrag.study.record)
+    owner/data/               the training corpus with canaries planted (owner-only)
+    owner/align-model/        the public aligner of the DP releases (learned on public text)
+    cells/NAME/STEP/          one output directory per step (release, reconstruct,
+                              finetune, evaluate, exposure, membership)
+    cells/NAME/logs/STEP.log  each step's terminal output
+    cells/NAME/state.json     CPU and wall seconds per step, failures
+    report/                   report.md, report.json, privacy_utility.png
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from .config import BASELINE, Cell, StudyConfig
+
+RELEASE, RECONSTRUCT, FINETUNE, EVALUATE, EXPOSURE, MEMBERSHIP = (
+    "release", "reconstruct", "finetune", "evaluate", "exposure", "membership")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One `nmtfrag` command of a cell. `argv` lacks --out and --overwrite/--resume (the
+    runner adds them); `resumable`: a killed run continues with --resume (finetune)."""
+    cell: str
+    name: str
+    out: str
+    argv: tuple[str, ...]
+    threads: bool = True      # takes --threads
+    resumable: bool = False
+
+    @property
+    def done(self) -> bool:
+        return os.path.isfile(os.path.join(self.out, "manifest.json"))
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    cell: str
+    approach: str
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+
+    def step(self, name: str) -> Step | None:
+        return next((s for s in self.steps if s.name == name), None)
+
+    @property
+    def done(self) -> bool:
+        return all(s.done for s in self.steps)
+
+
+class Paths:
+    """Where a study keeps what (see the module docstring)."""
+
+    def __init__(self, out: str):
+        self.out = os.path.abspath(out)
+
+    def cell(self, name: str) -> str:
+        return os.path.join(self.out, "cells", name)
+
+    def step(self, cell: str, step: str) -> str:
+        return os.path.join(self.cell(cell), step)
+
+    def log(self, cell: str, step: str) -> str:
+        return os.path.join(self.cell(cell), "logs", f"{step}.log")
+
+    @property
+    def owner_data(self) -> str:
+        return os.path.join(self.out, "owner", "data")
+
+    @property
+    def align_model(self) -> str:
+        return os.path.join(self.out, "owner", "align-model")
+
+    @property
+    def report(self) -> str:
+        return os.path.join(self.out, "report")
+
+    @property
+    def record(self) -> str:
+        return os.path.join(self.out, "study.json")
+
+    @property
+    def ct2_cache(self) -> str:
+        return os.path.join(self.out, "ct2-cache")
+
+
+class Planner:
+    """Builds every cell's steps from the config and the study directory."""
+
+    def __init__(self, config: StudyConfig, out: str):
+        self.c = config
+        self.p = Paths(out)
+
+    # ----------------------------------------------------------------- shared inputs
+    def canary_step(self) -> Step | None:
+        """Plants the canaries every cell then trains on (None without the canary audit)."""
+        a = self.c.audit
+        if not a.canaries:
+            return None
+        src, tgt = self.c.data.files(self.c.data.train)
+        return Step(BASELINE, "canaries", self.p.owner_data, (
+            "audit", "canaries", "insert", "--src", src, "--tgt", tgt,
+            "--count", str(a.canary_count),
+            "--repeats", ",".join(str(r) for r in a.canary_repeats),
+            "--seed", str(self.c.seed)), threads=False)
+
+    def train_files(self) -> tuple[str, str]:
+        """The owner's training corpus every cell uses (canaries planted, if audited)."""
+        src, tgt = self.c.data.files(self.c.data.train)
+        if self.c.audit.canaries:
+            d = self.p.owner_data
+            return os.path.join(d, os.path.basename(src)), os.path.join(d, os.path.basename(tgt))
+        return src, tgt
+
+    def first_phrase_cell(self) -> str | None:
+        """The phrase cell whose eflomal alignment the others reuse (they then differ only
+        in max length, tags and sampling, as in Kim et al.'s grid)."""
+        return next((x.name for x in self.c.cells if x.approach == "phrases"), None)
+
+    # ----------------------------------------------------------------- cells
+    def plan(self, name: str) -> CellPlan:
+        if name == BASELINE:
+            return self._baseline()
+        cell = self.c.cell(name)
+        steps: list[Step] = []
+        if cell.approach in ("phrases", "dp-release"):
+            steps.append(self._release(cell))
+            if self.c.audit.reconstruction:
+                steps.append(self._reconstruct(cell))
+        steps.append(self._finetune(cell))
+        model = self.p.step(name, FINETUNE)
+        steps.append(self._evaluate(name, model, checkpoint=None))
+        steps += self._model_audits(name, model, checkpoint=None)
+        return CellPlan(name, cell.approach, tuple(steps))
+
+    def all_plans(self) -> list[CellPlan]:
+        return [self.plan(BASELINE)] + [self.plan(c.name) for c in self.c.cells]
+
+    def _baseline(self) -> CellPlan:
+        ck = self.c.checkpoint or None
+        steps = [self._evaluate(BASELINE, self.c.model, ck)]
+        if self.c.audit.canaries:
+            steps.append(self._exposure(BASELINE, self.c.model, ck))
+        return CellPlan(BASELINE, "baseline", tuple(steps))
+
+    def _common_text(self) -> tuple[str, ...]:
+        d = self.c.data
+        return (("--pretokenized",) if d.pretokenized else ()) + (
+            "--src-lang", d.src_lang, "--tgt-lang", d.tgt_lang)
+
+    def _release(self, cell: Cell) -> Step:
+        src, tgt = self.train_files()
+        argv = ["extract", "--src", src, "--tgt", tgt, "--max-len", str(cell.max_len),
+                *self._common_text()]
+        if cell.tags:
+            argv.append("--tag")
+        if cell.approach == "phrases":
+            argv += ["--sample-rate", str(cell.sample_rate), "--seed", str(self.c.seed)]
+            first = self.first_phrase_cell()
+            if first == cell.name:
+                argv.append("--keep-alignments")
+            else:  # the first phrase cell's alignment (made before, see runner)
+                argv += ["--alignments", os.path.join(
+                    self.p.step(str(first), RELEASE), "owner", "corpus.align")]
+        else:
+            argv += ["--dp", "--epsilon", f"{cell.epsilon:g}", "--delta", f"{cell.delta:g}",
+                     "--unit-cap", str(cell.unit_cap), "--align-public", self.c.data.public_align,
+                     "--align-model", self.p.align_model]
+            if cell.seeded:
+                argv += ["--seed", str(self.c.seed)]
+        return Step(cell.name, RELEASE, self.p.step(cell.name, RELEASE), tuple(argv),
+                    threads=False)
+
+    def _reconstruct(self, cell: Cell) -> Step:
+        src, tgt = self.train_files()
+        return Step(cell.name, RECONSTRUCT, self.p.step(cell.name, RECONSTRUCT), (
+            "audit", "reconstruct", "--release", self.p.step(cell.name, RELEASE),
+            "--src", src, "--tgt", tgt, "--mode", "both"), threads=False)
+
+    def _finetune(self, cell: Cell) -> Step:
+        c, t = self.c, cell.training
+        src, tgt = self.train_files()
+        vsrc, vtgt = c.data.files(c.data.valid)
+        argv = ["finetune", "--model", c.model, *self._common_text(), "-q",
+                "--device", c.machine.device]
+        if c.checkpoint:
+            argv += ["--checkpoint", c.checkpoint]
+        if cell.approach == "dp-sgd":
+            # the DP track's own plan (the default recipe unless `options` say otherwise);
+            # the validation set only gives the owner's record a loss, never a choice
+            argv += ["--train", src, tgt, "--valid-src", vsrc, "--valid-tgt", vtgt,
+                     "--dp", "--epsilon", f"{cell.epsilon:g}", "--delta", f"{cell.delta:g}",
+                     "--max-tokens", str(c.training.max_tokens), *cell.options]
+            if cell.seeded:
+                argv += ["--seed", str(c.seed)]
+            return Step(cell.name, FINETUNE, self.p.step(cell.name, FINETUNE), tuple(argv),
+                        resumable=True)
+        argv += ["--lr", f"{t.lr:g}", "--weight-decay", f"{t.weight_decay:g}",
+                 "--dropout", f"{t.dropout:g}", "--label-smoothing", f"{t.label_smoothing:g}",
+                 "--max-tokens", str(t.max_tokens), "--seed", str(c.seed)]
+        if cell.approach == "dp-release":
+            # a budget and a checkpoint from public inputs only: fixed passes over the
+            # release (itself the mechanism's output), the last checkpoint, no validation
+            return Step(cell.name, FINETUNE, self.p.step(cell.name, FINETUNE), tuple(
+                argv + ["--train", self.p.step(cell.name, RELEASE),
+                        "--max-epochs", str(cell.passes), "--no-validation"]),
+                resumable=True)
+        train = [self.p.step(cell.name, RELEASE)] if cell.approach == "phrases" else [src, tgt]
+        argv += ["--train", *train, "--valid-src", vsrc, "--valid-tgt", vtgt,
+                 "--max-epochs", str(t.max_epochs), "--patience", str(t.patience)]
+        if t.max_updates:
+            argv += ["--max-updates", str(t.max_updates)]
+        if t.validate_every:
+            argv += ["--validate-every", str(t.validate_every)]
+        return Step(cell.name, FINETUNE, self.p.step(cell.name, FINETUNE), tuple(argv),
+                    resumable=True)
+
+    def _evaluate(self, name: str, model: str, checkpoint: str | None) -> Step:
+        c, d = self.c, self.c.decode
+        src, ref = c.data.files(c.data.test)
+        argv = ["evaluate", "--model", model, "--src", src, "--ref", ref,
+                *self._common_text(), "--beam", str(d.beam), "--name", name,
+                "--engine", d.engine, "--device", c.machine.device]
+        if checkpoint:
+            argv += ["--checkpoint", checkpoint]
+        if d.test_lines:
+            argv += ["--first", str(d.test_lines)]
+        if d.engine == "ctranslate2":
+            argv += ["--compute-type", d.compute_type, "--ct2-cache", self.p.ct2_cache]
+        if name != BASELINE:
+            argv += ["--baseline", self.p.step(BASELINE, EVALUATE)]
+        return Step(name, EVALUATE, self.p.step(name, EVALUATE), tuple(argv))
+
+    def _exposure(self, name: str, model: str, checkpoint: str | None) -> Step:
+        argv = ["audit", "exposure", "--model", model, "--canaries",
+                os.path.join(self.p.owner_data, "canaries.json"),
+                "--samples", str(self.c.audit.exposure_samples), "--seed", str(self.c.seed),
+                "--beam", str(self.c.decode.beam)]
+        if checkpoint:
+            argv += ["--checkpoint", checkpoint]
+        return Step(name, EXPOSURE, self.p.step(name, EXPOSURE), tuple(argv))
+
+    def _model_audits(self, name: str, model: str, checkpoint: str | None) -> list[Step]:
+        c, steps = self.c, []
+        if c.audit.canaries:
+            steps.append(self._exposure(name, model, checkpoint))
+        if c.audit.membership:
+            members = c.data.files(c.data.train)  # the owner's pairs, without canaries
+            argv = ["audit", "membership", "--model", model, "--reference-model", c.model,
+                    "--members", *members, "--non-members", *c.data.files(c.data.test),
+                    "--max-pairs", str(c.audit.membership_pairs), "--seed", str(c.seed),
+                    "--device", c.machine.device,
+                    *(("--pretokenized",) if c.data.pretokenized else ())]
+            steps.append(Step(name, MEMBERSHIP, self.p.step(name, MEMBERSHIP), tuple(argv)))
+        return steps

@@ -1,0 +1,154 @@
+"""The settings a study recorded for each cell, and the refusal of a changed one.
+
+Why: a study spans days and sessions; a rerun with an edited config must never put a cell
+made with other settings (another model, corpus, test set, budget or ε) beside the others
+in one report. Each cell's settings are recorded the first time it runs (OUT/study.json):
+everything that shapes its figures — the cell's own keys, the shared training, decoding
+and audit settings, and the SHA-256 of the model checkpoint and data files (not their
+paths: the same files under another path are the same study). Where a study runs (device,
+threads, jobs) is not a setting. A changed setting is refused, naming the key and both
+values.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from typing import Any
+
+from ..errors import InputError
+from ..fileio import read_json, sha256_file, write_json
+from ..model_dir import validate_model_dir
+from .config import BASELINE, Audit, Decode, StudyConfig
+
+RECORD_VERSION = 1
+
+
+def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, dict):
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: list(d) if isinstance(d, tuple) else d}
+
+
+class FileHashes:
+    """SHA-256 of the files a study reads, each hashed once per run."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str] = {}
+
+    def __call__(self, path: str) -> str:
+        if path not in self._seen:
+            self._seen[path] = sha256_file(path)
+        return self._seen[path]
+
+
+def shared_settings(config: StudyConfig, hashes: FileHashes) -> dict[str, Any]:
+    """What every cell shares: model, data, seed, decoding, audits."""
+    d = config.data
+    md = validate_model_dir(config.model, d.src_lang, d.tgt_lang, config.checkpoint or None)
+    data = {"src_lang": d.src_lang, "tgt_lang": d.tgt_lang, "pretokenized": d.pretokenized}
+    for split in ("train", "valid", "test"):
+        for lang, f in zip((d.src_lang, d.tgt_lang), d.files(getattr(d, split))):
+            data[f"{split}.{lang} sha256"] = hashes(f)
+    return {"model": {f"{os.path.basename(p)} sha256": hashes(p) for p in md.checkpoints},
+            "data": data, "seed": config.seed, "decode": asdict(config.decode),
+            "audit": asdict(config.audit)}
+
+
+def cell_settings(config: StudyConfig, name: str, hashes: FileHashes) -> dict[str, Any]:
+    """The flat settings recorded for one cell (`training.lr`, `data.test.de sha256`, …)."""
+    shared = shared_settings(config, hashes)
+    if name == BASELINE:
+        own: dict[str, Any] = {"approach": "baseline"}
+    else:
+        cell = asdict(config.cell(name))
+        own = {k: v for k, v in cell.items() if k != "name" and _applies(cell["approach"], k)}
+        if cell["approach"] == "dp-release":
+            own["public_align sha256"] = [hashes(f) for f in
+                                          config.data.files(config.data.public_align)]
+            own["training"] = {k: v for k, v in own["training"].items()
+                               if k not in ("patience", "max_epochs", "max_updates",
+                                            "validate_every")}  # fixed passes instead
+    return _flatten({**shared, **own})
+
+
+def _applies(approach: str, key: str) -> bool:
+    """Whether a cell key shapes an approach's results (the others keep their defaults)."""
+    if key in ("approach",):
+        return True
+    return key in {
+        "phrases": {"max_len", "tags", "sample_rate", "training"},
+        "sentences": {"training"},
+        "dp-release": {"max_len", "tags", "epsilon", "delta", "unit_cap", "passes", "seeded",
+                       "training"},
+        "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on"},
+    }[approach]
+
+
+def default_settings(approach: str) -> dict[str, Any]:
+    """The settings a cell of `approach` has when every key is left out: a key that a
+    later nmtfrag added is accepted for a recorded cell at this value (the cell was made
+    with what the key now names)."""
+    from .config import Cell
+
+    cell = asdict(Cell(name="x", approach=approach))
+    own = {k: v for k, v in cell.items() if k != "name" and _applies(approach, k)}
+    return _flatten({"decode": asdict(Decode()), "audit": asdict(Audit()), **own})
+
+
+def differences(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """'key: recorded R, now N' for each setting that differs (missing ones included;
+    a key added since the cell was recorded counts only when set off its default)."""
+    out = []
+    defaults = default_settings(str(recorded.get("approach"))) \
+        if recorded.get("approach") not in (None, "baseline") else \
+        _flatten({"decode": asdict(Decode()), "audit": asdict(Audit())})
+    for key in sorted(set(recorded) | set(now)):
+        if key not in recorded and key in defaults and \
+                json.dumps(defaults[key]) == json.dumps(now.get(key)):
+            continue
+        a, b = recorded.get(key, "(not set)"), now.get(key, "(not set)")
+        if json.dumps(a) != json.dumps(b):
+            out.append(f"{key}: recorded {json.dumps(a, ensure_ascii=False)}, "
+                       f"now {json.dumps(b, ensure_ascii=False)}")
+    return out
+
+
+def settings_now(config: StudyConfig, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Every named cell's settings from the config (InputError on an unusable model dir)."""
+    hashes = FileHashes()
+    return {name: cell_settings(config, name, hashes) for name in names}
+
+
+def check_and_record(config: StudyConfig, record_path: str,
+                     now: dict[str, dict[str, Any]], write: bool = True) -> None:
+    """Refuse a cell whose recorded settings differ from `now`'s (the config's); record
+    the cells not recorded yet (unless `write` is False: a check before anything runs)."""
+    rec: dict[str, Any] = read_json(record_path) if os.path.exists(record_path) else {
+        "kind": "nmtfrag-study", "version": RECORD_VERSION, "cells": {}}
+    cells: dict[str, dict[str, Any]] = rec["cells"]
+    for name, settings in now.items():
+        if name in cells:
+            diff = differences(cells[name]["settings"], settings)
+            if diff:
+                raise InputError(
+                    f"{config.path}: cell {name!r} was recorded in {record_path} with other "
+                    f"settings: {diff[0]}" + (f" (and {len(diff) - 1} more)" if len(diff) > 1
+                                              else "")
+                    + "; rename the cell, restore the setting, or use another --out")
+        else:
+            cells[name] = {"settings": settings}
+    if write:
+        rec["title"] = config.title
+        write_json(record_path, rec)
+
+
+def read_record(out: str) -> dict[str, Any]:
+    path = os.path.join(out, "study.json")
+    if not os.path.isfile(path):
+        raise InputError(f"{out}: not a study directory (no study.json; start one with "
+                         f"`nmtfrag study run CONFIG --out {out}`)")
+    return read_json(path)

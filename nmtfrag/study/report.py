@@ -1,0 +1,312 @@
+"""The study's report: every finished cell on one footing, BLEU kept × what leaks × ε.
+
+Why: a data owner chooses between approaches from one table. Each row shows what the
+cell's own records say (nothing re-measured here but the paired bootstrap against the
+full-sentence cell): BLEU and chrF with sacrebleu's paired bootstrap against the baseline
+and against the full-sentence cell, the length ratio, the share of the full-sentence gain
+kept (with its bootstrap interval), how training ended (stopped early on validation, or at
+its cap, or its DP plan), updates, target tokens seen and passes over the cell's own data,
+CPU hours, the audits, and ε — labelled where it is not a guarantee (a seeded or simulated
+DP run, hyperparameters chosen on the owner's data) and with what lies outside it.
+
+OUT/report/: report.md, report.json, privacy_utility.png (nmtfrag.audit.compare's figure),
+runs.yaml (the same cells as input for `nmtfrag audit compare`), vs-full/CELL/ (the
+bootstrap against the full-sentence cell, an `nmtfrag evaluate --hyp` output).
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from ..audit import compare
+from ..fileio import atomic_writer, read_json, write_json
+from .config import BASELINE, Cell, StudyConfig
+from .plan import EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEASE, Paths
+from .state import read_state
+
+FULL_APPROACH = "full sentences"  # compare.reference_rows finds the full-sentence row by it
+
+
+def approach_text(cell: Cell | None) -> str:
+    if cell is None:
+        return "no fine-tuning"
+    if cell.approach == "sentences":
+        return FULL_APPROACH
+    if cell.approach == "phrases":
+        return (f"phrase pairs ≤ {cell.max_len}{', tagged' if cell.tags else ''}, "
+                f"rate {cell.sample_rate:g}")
+    if cell.approach == "dp-release":
+        return (f"DP set-union release ≤ {cell.max_len}{', tagged' if cell.tags else ''}, "
+                f"{cell.passes} passes")
+    opts = " ".join(cell.options) or "the default recipe"
+    return f"DP-SGD ({opts})"
+
+
+def _json(path: str) -> Any:
+    return read_json(path) if os.path.isfile(path) else None
+
+
+def _spec(config: StudyConfig, paths: Paths) -> dict:
+    """The runs of `nmtfrag audit compare` for every cell evaluated so far."""
+    runs = []
+    for name in [BASELINE] + [c.name for c in config.cells]:
+        cell = None if name == BASELINE else config.cell(name)
+        done = {s: os.path.isfile(os.path.join(paths.step(name, s), "manifest.json"))
+                for s in (EVALUATE, RECONSTRUCT, EXPOSURE, MEMBERSHIP)}
+        if not done[EVALUATE]:
+            continue
+        run = {"name": name, "approach": approach_text(cell),
+               "evaluate": paths.step(name, EVALUATE)}
+        for key, step in (("reconstruction", RECONSTRUCT), ("exposure", EXPOSURE),
+                          ("membership", MEMBERSHIP)):
+            if done[step]:
+                run[key] = paths.step(name, step)
+        runs.append(run)
+    return {"title": config.title, "runs": runs}
+
+
+def training_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, Any]:
+    """How a cell's training went, from its own records (finetune's manifests and logs)."""
+    if name == BASELINE:
+        return {}
+    cell = config.cell(name)
+    ft = paths.step(name, FINETUNE)
+    man = _json(os.path.join(ft, "manifest.json")) or {}
+    state = read_state(paths, name)
+    steps = state.get("steps", {})
+    out: dict[str, Any] = {
+        "cpu_hours_training": (steps.get(FINETUNE) or {}).get("cpu_seconds", 0) / 3600,
+        "cpu_hours_cell": sum(s.get("cpu_seconds", 0) for s in steps.values()) / 3600}
+    if cell.approach == "dp-sgd":
+        owner = _json(os.path.join(ft, "owner", "manifest.json")) or {}
+        log = os.path.join(ft, "owner", "train.log")
+        rates = _dp_rates(log)
+        tgt = ((owner.get("counts") or {}).get("train") or {}).get("tgt_tokens")
+        out.update(ended="its DP plan", updates=len(rates), passes=sum(rates) or None,
+                   tokens_seen=round(sum(rates) * tgt) if tgt and rates else None)
+        return out
+    result, params = man.get("result") or {}, man.get("params") or {}
+    tgt = ((man.get("counts") or {}).get("train") or {}).get("tgt_tokens")
+    epochs, updates = result.get("epochs_completed"), result.get("num_updates")
+    cap_e, cap_u = params.get("max_epochs"), params.get("max_updates")
+    if cell.approach == "dp-release":
+        ended = f"fixed plan ({cell.passes} passes, last checkpoint)"
+    elif (cap_e and epochs is not None and epochs >= cap_e) or (cap_u and updates
+                                                                 and updates >= cap_u):
+        ended = "at its cap"
+    elif updates is not None:
+        ended = "early stop (validation)"
+    else:
+        ended = None
+    seen = tokens_seen(os.path.join(ft, "train.log"))
+    out.update(ended=ended, updates=updates, best_updates=result.get("best_checkpoint_updates"),
+               tokens_seen=seen, passes=seen / tgt if seen is not None and tgt else None,
+               train_pairs=((man.get("counts") or {}).get("train") or {}).get("pairs"))
+    return out
+
+
+def tokens_seen(train_log: str) -> int | None:
+    """Target tokens fairseq trained on: Σ over its end-of-epoch lines of words per batch ×
+    that epoch's updates (a resumed run's log holds each finished epoch once; the last
+    line of an epoch wins)."""
+    if not os.path.isfile(train_log):
+        return None
+    per_epoch: dict[int, tuple[float, int]] = {}
+    pat = re.compile(r"\| train \| epoch (\d+) \|.*\| wpb ([0-9.]+) \|.*\| num_updates (\d+)")
+    with open(train_log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = pat.search(line)
+            if m:
+                per_epoch[int(m.group(1))] = (float(m.group(2)), int(m.group(3)))
+    total, before = 0.0, 0
+    for epoch in sorted(per_epoch):
+        wpb, upto = per_epoch[epoch]
+        total += wpb * (upto - before)
+        before = upto
+    return round(total) if per_epoch else None
+
+
+def _dp_rates(log: str) -> list[float]:
+    import json
+
+    if not os.path.isfile(log):
+        return []
+    with open(log, encoding="utf-8") as f:
+        return [json.loads(ln)["sample_rate"] for ln in f if ln.strip()]
+
+
+def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, Any]:
+    """ε and its label: what the guarantee is, or why the number is none."""
+    if name == BASELINE:
+        return {"privacy": "no owner data used", "epsilon": 0.0}
+    cell = config.cell(name)
+    if cell.approach in ("phrases", "sentences"):
+        return {"privacy": "none (no formal guarantee)", "epsilon": None}
+    src = RELEASE if cell.approach == "dp-release" else FINETUNE
+    cert = _json(os.path.join(paths.step(name, src), "privacy.json"))
+    man = _json(os.path.join(paths.step(name, src), "manifest.json")) or {}
+    labels, outside = [], []
+    eps = delta = None
+    if cert:
+        tot = cert.get("total", cert)
+        eps, delta = tot.get("epsilon"), tot.get("delta")
+        if (cert.get("randomness") or man.get("randomness") or {}).get("private") is False:
+            labels.append("seeded: not private")
+    elif man.get("not_private"):
+        labels.append(f"{man['not_private'].get('mode', 'simulation')}: not private")
+    if cell.approach == "dp-sgd":
+        if cell.tuned_on == "private":
+            labels.append("hyperparameters chosen on private data: ε does not cover the choice")
+        outside.append("the validation set gives the owner's record a loss, never a choice")
+    else:
+        outside.append("nothing: fixed passes over the release, the last checkpoint, no "
+                       "validation set read")
+    text = (f"(ε = {eps:.3g}, δ = {delta:g})" if eps is not None else "no certificate")
+    if cell.approach == "dp-release":
+        text += " of the release"
+    return {"privacy": "; ".join([text] + labels), "epsilon": eps if not labels else None,
+            "epsilon_stated": eps, "delta": delta, "private": bool(cert) and not labels,
+            "outside_epsilon": outside}
+
+
+def _vs_full(config: StudyConfig, paths: Paths, name: str, full: str | None
+             ) -> dict[str, Any] | None:
+    """Paired bootstrap of a cell against the full-sentence cell (cached by hypotheses)."""
+    if full is None or name == full:
+        return None
+    from ..evaluate import evaluate
+
+    hyp = os.path.join(paths.step(name, EVALUATE), "hyp.txt")
+    base = paths.step(full, EVALUATE)
+    if not (os.path.isfile(hyp) and os.path.isfile(os.path.join(base, "manifest.json"))):
+        return None
+    out = os.path.join(paths.report, "vs-full", name)
+    rep = _json(os.path.join(out, "report.json"))
+    from ..fileio import sha256_file
+
+    fresh = rep is not None and rep["inputs_sha256"].get("hyp") == sha256_file(hyp) and \
+        rep["params"].get("baseline_sha256") == sha256_file(os.path.join(base, "hyp.txt"))
+    if not fresh:
+        src, ref = config.data.files(config.data.test)
+        rep = evaluate(out, src=src, ref=ref, hyp=hyp, tokenized=config.data.pretokenized,
+                       baseline=base, first=config.decode.test_lines or None,
+                       src_lang=config.data.src_lang, tgt_lang=config.data.tgt_lang,
+                       overwrite=True, name=name)
+        rep["params"]["baseline_sha256"] = sha256_file(os.path.join(base, "hyp.txt"))
+        write_json(os.path.join(out, "report.json"), rep)
+    sig = (rep["scores"].get("significance") or {}).get("BLEU") or {}
+    return {"p_value": sig.get("p_value"), "full_bleu": sig.get("baseline")}
+
+
+def collect_rows(config: StudyConfig, out: str) -> list[dict[str, Any]]:
+    paths = Paths(out)
+    spec = _spec(config, paths)
+    if not spec["runs"]:
+        return []
+    rows, _ = compare.collect(spec, paths.out)
+    full = config.full_sentence_cell
+    full_done = full is not None and any(r["name"] == full for r in rows)
+    for row in rows:
+        row.update(training_figures(config, paths, row["name"]))
+        row.update(privacy_figures(config, paths, row["name"]))
+        vs = _vs_full(config, paths, row["name"], full if full_done else None)
+        row["p_bleu_vs_full"] = vs["p_value"] if vs else None
+    shares = compare.gain_shares(rows) or {}  # none when the full gain is noise
+    for row in rows:
+        s = shares.get(row["name"])
+        row["share_of_gain"], row["share_low"], row["share_high"] = s if s else (None,) * 3
+    return rows
+
+
+def write_report(config: StudyConfig, out: str) -> list[dict[str, Any]]:
+    """Rewrite OUT/report from every cell evaluated so far; returns the rows."""
+    paths = Paths(out)
+    rows = collect_rows(config, out)
+    os.makedirs(paths.report, exist_ok=True)
+    write_json(os.path.join(paths.report, "report.json"),
+               {"kind": "nmtfrag-study-report", "title": config.title, "rows": rows,
+                "pending": pending_cells(config, rows)})
+    with atomic_writer(os.path.join(paths.report, "report.md")) as f:
+        f.write(render_markdown(config, rows))
+    if rows:
+        compare.plot(rows, os.path.join(paths.report, "privacy_utility.png"), config.title)
+    return rows
+
+
+def pending_cells(config: StudyConfig, rows: list[dict]) -> list[str]:
+    have = {r["name"] for r in rows}
+    return [n for n in [BASELINE] + [c.name for c in config.cells] if n not in have]
+
+
+def _f(x: Any, fmt: str = "{:.2f}") -> str:
+    return "–" if x is None else fmt.format(x)
+
+
+def _share(r: dict) -> str:
+    if r.get("share_of_gain") is None:
+        return "–"
+    s = f"{100 * r['share_of_gain']:.0f}%"
+    if r.get("share_low") is not None:
+        s += f" [{100 * r['share_low']:.0f}, {100 * r['share_high']:.0f}]"
+    return s
+
+
+def _star(p: Any) -> str:
+    return "*" if p is not None and p < 0.05 else ""
+
+
+def render_markdown(config: StudyConfig, rows: list[dict]) -> str:
+    lines = [f"# Study: {config.title}", ""]
+    if not rows:
+        return "\n".join(lines + ["No cell has been evaluated yet.", ""])
+    test_lines = {r.get("test_lines") for r in rows}
+    sig = rows[0].get("bleu_signature")
+    lines += [f"Test lines: {', '.join(str(t) for t in sorted(test_lines, key=str))} "
+              f"(every cell the same, decoded by {config.decode.engine}, beam "
+              f"{config.decode.beam}); `{sig}`.", ""]
+    head = ["cell", "approach", "BLEU", "chrF", "len ratio", "share of full gain [95%]",
+            "p vs full", "training ended", "updates", "tgt tokens seen", "passes",
+            "CPU h", "privacy"]
+    lines += ["## Utility and cost", "", "| " + " | ".join(head) + " |",
+              "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["name"], r["approach"], _f(r.get("bleu")) + _star(r.get("p_bleu")),
+                 _f(r.get("chrf"), "{:.1f}") + _star(r.get("p_chrf")),
+                 _f(r.get("length_ratio"), "{:.3f}"), _share(r),
+                 _f(r.get("p_bleu_vs_full"), "{:.3f}"), r.get("ended") or "–",
+                 _f(r.get("updates"), "{:,}"), _f(r.get("tokens_seen"), "{:,.0f}"),
+                 _f(r.get("passes"), "{:.3g}"), _f(r.get("cpu_hours_cell")),
+                 r.get("privacy", "")]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    lines += ["", "`*`: BLEU (chrF) differs from the baseline's at p < 0.05 (sacrebleu's "
+              "paired bootstrap, 1,000 samples); p vs full: the same test against the "
+              "full-sentence cell. Share of full gain: (BLEU − baseline) / (full − "
+              "baseline), its interval the bootstrap's 95% range carried through. Training "
+              "ended: early stop (validation loss, patience) or at its cap (stated in the "
+              "config, never called converged), a DP cell by its plan. Passes: whole passes "
+              "over the cell's own training data (a DP-SGD cell's expected passes). CPU h: "
+              "every step of the cell, measured by the study (training, evaluation, audits).",
+              ""]
+    lines += ["## BLEU × what leaks × ε", ""]
+    lines += compare.render_markdown(config.title, rows).split("\n", 2)[2].splitlines()
+    dp = [r for r in rows if r.get("outside_epsilon")]
+    if dp:
+        lines += ["", "## What each ε covers", ""]
+        for r in dp:
+            lines.append(f"- {r['name']}: {r['privacy']}. Outside it: "
+                         f"{'; '.join(r['outside_epsilon'])}.")
+    pending = pending_cells(config, rows)
+    if pending:
+        lines += ["", f"Not evaluated yet: {', '.join(pending)} (`nmtfrag study status`).", ""]
+    return "\n".join(lines) + "\n"
+
+
+def run_report(config: StudyConfig, out: str) -> str:
+    """`nmtfrag study report`: rewrite the report; returns its Markdown path."""
+    from ..errors import InputError
+
+    if not os.path.isfile(Paths(out).record):
+        raise InputError(f"{out}: not a study directory (no study.json)")
+    write_report(config, out)
+    return os.path.join(Paths(out).report, "report.md")

@@ -1,0 +1,112 @@
+"""`nmtfrag study status`: where every cell stands, what it has cost, how far it has to go.
+
+Why: a study runs for days across sessions; whoever picks it up needs, without starting
+anything, each cell's state (done, running, interrupted and resumable, failed, pending),
+its CPU time so far and, where the records tell, its progress against its cap or plan.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from .config import BASELINE, StudyConfig
+from .plan import FINETUNE, CellPlan, Paths, Planner
+from .state import lock_holder, read_state, resumable
+
+
+def _cpu_of_live(pid: int) -> float:
+    """CPU seconds of a live process and its children so far (Linux /proc), else 0."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            with open(f"/proc/{p}/task/{p}/children", encoding="ascii") as f:
+                todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | None:
+    """'epoch 3 of ≤ 10' (fairseq, from train.log) or 'step 40 of 100' (DP-SGD)."""
+    ft = paths.step(cell, FINETUNE)
+    dp_log = os.path.join(ft, "owner", "train.log")
+    if os.path.isfile(dp_log):
+        with open(dp_log, encoding="utf-8") as f:
+            done = sum(1 for ln in f if ln.strip())
+        total = None
+        log = paths.log(cell, FINETUNE)
+        if os.path.isfile(log):
+            with open(log, encoding="utf-8", errors="replace") as f:
+                found = re.findall(r"(\d+) noisy steps", f.read())
+            total = found[-1] if found else None
+        return f"DP step {done} of {total or '?'}"
+    log = os.path.join(ft, "train.log")
+    if not os.path.isfile(log):
+        return None
+    epoch = updates = None
+    with open(log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = re.search(r"\| epoch (\d+)", line)
+            u = re.search(r"num_updates (\d+)", line)
+            epoch = int(m.group(1)) if m else epoch
+            updates = int(u.group(1)) if u else updates
+    if epoch is None:
+        return None
+    cell_cfg = config.cell(cell)
+    cap = cell_cfg.passes if cell_cfg.approach == "dp-release" else cell_cfg.training.max_epochs
+    return f"epoch {epoch} of ≤ {cap}" + (f", {updates:,} updates" if updates else "")
+
+
+def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool
+                ) -> dict[str, Any]:
+    state = read_state(paths, plan.cell)
+    cpu = sum(s.get("cpu_seconds", 0.0) for s in state.get("steps", {}).values())
+    running = state.get("running")
+    done = [s.name for s in plan.steps if s.done]
+    if plan.done:
+        what = "done"
+    elif running and live and os.path.exists(f"/proc/{running['pid']}"):
+        what = f"running: {running['step']}"
+        cpu += _cpu_of_live(int(running["pid"]))
+    elif state.get("failed"):
+        f = state["failed"]
+        what = f"failed at {f['step']}: {f['reason']}"
+    elif done or any(os.path.isdir(s.out) for s in plan.steps):
+        nxt = next(s for s in plan.steps if not s.done)
+        how = "resumes" if nxt.resumable and resumable(nxt.out) else "starts"
+        what = f"interrupted: {nxt.name} {how} on the next run"
+    else:
+        what = "pending"
+    return {"cell": plan.cell, "approach": plan.approach, "state": what,
+            "steps_done": f"{len(done)}/{len(plan.steps)}", "cpu_hours": cpu / 3600,
+            "progress": (training_progress(paths, plan.cell, config)
+                         if plan.cell != BASELINE else None)}
+
+
+def study_status(config: StudyConfig, out: str) -> tuple[int | None, list[dict[str, Any]]]:
+    """(pid of the live run or None, one record per cell)."""
+    paths = Paths(out)
+    holder = lock_holder(paths.out)
+    planner = Planner(config, paths.out)
+    return holder, [cell_status(paths, p, config, holder is not None)
+                    for p in planner.all_plans()]
+
+
+def render(out: str, holder: int | None, rows: list[dict[str, Any]]) -> str:
+    head = (f"study {out}: " + (f"running (pid {holder})" if holder else "not running"))
+    width = max(len(r["cell"]) for r in rows)
+    lines = [head]
+    for r in rows:
+        extra = f"; {r['progress']}" if r["progress"] else ""
+        lines.append(f"  {r['cell']:<{width}}  {r['steps_done']:>5} steps  "
+                     f"{r['cpu_hours']:6.2f} CPU h  {r['state']}{extra}")
+    total = sum(r["cpu_hours"] for r in rows)
+    lines.append(f"  total {total:.2f} CPU h")
+    return "\n".join(lines)
