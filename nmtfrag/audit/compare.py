@@ -227,12 +227,14 @@ def gain_shares(rows: Sequence[dict]
     """{name: (share, low, high)}: the share of the full-sentence BLEU gain each run keeps,
     (BLEU − baseline) / (full − baseline), with the run's paired-bootstrap 95% interval
     carried through the same map (low/high None without one); None when there is no
-    baseline or full-sentence run, or fine-tuning on full sentences gained nothing."""
+    baseline or full-sentence run, or fine-tuning on full sentences gained nothing, or
+    its gain is within the paired bootstrap's noise (p ≥ 0.05 where the run has a p):
+    a share of noise is noise (a toy model's −1,016% once)."""
     base, full = reference_rows(rows)
     if not base or not full or base.get("bleu") is None or full.get("bleu") is None:
         return None
     b, gain = base["bleu"], full["bleu"] - base["bleu"]
-    if gain <= 0:
+    if gain <= 0 or (full.get("p_bleu") is not None and full["p_bleu"] >= 0.05):
         return None
     out = {}
     for r in rows:
@@ -573,8 +575,10 @@ def table_notes(rows: Sequence[dict]) -> list[str]:
                      f"{full['bleu'] - base['bleu']:+.2f} BLEU over the baseline) kept: "
                      + ", ".join(kept) + ".")
     elif base is not None and full is not None and full.get("bleu") is not None:
-        notes.append(f"Full sentences ({full['name']}) gained nothing over the baseline "
-                     f"({full['bleu'] - base['bleu']:+.2f} BLEU): no share of gain is shown.")
+        notes.append(f"Full sentences ({full['name']}) gained nothing measurable over the "
+                     f"baseline ({full['bleu'] - base['bleu']:+.2f} BLEU"
+                     + (f", p = {full['p_bleu']:.3f}" if full.get("p_bleu") is not None
+                        else "") + "): no share of gain is shown.")
     order = common_ngram_order(rows)
     rebuilt = [f"{r['name']} {_pct(r['reconstruction']['tgt_ngrams_by_order'][str(order)])}"
                for r in rows if str(order) in
