@@ -5,7 +5,8 @@ and `run(args)`. Command modules import heavy libraries (torch, fairseq) inside 
 so `nmtfrag --help` stays fast. Exit codes: 0 success, 2 bad usage or input (one
 `error:` line naming the option or file), 1 internal failure (one `error: internal
 error:` line; `--debug` shows the traceback instead). An output directory that a failed
-run created is removed (see `fileio.remove_created_outputs`).
+run created is removed (see `fileio.remove_created_outputs`). A run holds a lock on its
+output directory until it ends (`fileio.lock_output_dir`).
 """
 from __future__ import annotations
 
@@ -162,7 +163,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # holding confidential text are removed and no half-written file is renamed into place.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     # SIGKILL skips every `finally`: remove what killed runs left in private work dirs.
-    from .fileio import CREATED_OUTPUTS, sweep_stale_workdirs
+    from .fileio import CREATED_OUTPUTS, release_output_locks, sweep_stale_workdirs
 
     CREATED_OUTPUTS.clear()
     work_dir = getattr(args, "work_dir", None)
@@ -200,6 +201,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _fail(f"error: internal error: {type(exc).__name__}: {exc} (run with --debug for "
               f"the traceback)", user_error=False)
         return 1
+    finally:
+        release_output_locks()  # the run is over: another may write into its OUT now
     return int(code or 0)
 
 

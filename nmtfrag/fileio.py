@@ -1,12 +1,15 @@
 """File conventions shared by every stage: atomic writes, private work dirs, hashes,
 manifests, progress bars.
 
-Why: a stage must never leave a half-written output that looks complete, and temporary
-copies of confidential text must not outlive the run (see README, "Data hygiene").
+Why: a stage must never leave a half-written output that looks complete, temporary
+copies of confidential text must not outlive the run (see README, "Data hygiene"), and
+two runs must never write into one output directory at once (`lock_output_dir`).
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
+import fcntl
 import hashlib
 import importlib.metadata
 import json
@@ -15,6 +18,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any, TypeVar, overload
 
@@ -266,11 +270,17 @@ def prepare_output_dir(out: str, overwrite: bool = False, *,
     if os.path.exists(out) and not os.path.isdir(out):
         raise InputError(f"{out} exists and is not a directory")
     check_output_dir(out, inputs, kind)
+    _refuse_finished(out, overwrite)
+    make_output_dir(out)  # created and locked: what follows is checked under the lock
+    check_output_dir(out, inputs, kind)  # (a run into OUT may have finished meanwhile)
+    _refuse_finished(out, overwrite)
+    return out
+
+
+def _refuse_finished(out: str, overwrite: bool) -> None:
     if os.path.exists(os.path.join(out, MANIFEST)) and not overwrite:
         raise InputError(f"{out} already holds a finished output "
                          f"({MANIFEST}); choose another --out or pass --overwrite")
-    make_output_dir(out)
-    return out
 
 
 # Output directories this process created (absolute paths, in order). Why: a run
@@ -281,23 +291,175 @@ CREATED_OUTPUTS: list[str] = []
 
 
 def make_output_dir(out: str) -> str:
-    """os.makedirs(out) that records `out` in CREATED_OUTPUTS when this call made it."""
+    """os.makedirs(out), then OUT locked for this run (`lock_output_dir`); `out` goes
+    into CREATED_OUTPUTS when this call made it (os.mkdir tells: of two runs creating
+    one OUT at once, only one made it)."""
     out = os.path.abspath(out)
-    existed = os.path.isdir(out)
     try:
-        os.makedirs(out, exist_ok=True)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        os.mkdir(out)
+        created = True
+    except FileExistsError:
+        if not os.path.isdir(out):
+            raise InputError(f"--out {out}: cannot create the directory (a file of that "
+                             f"name exists)") from None
+        created = False
     except OSError as exc:
         raise InputError(f"--out {out}: cannot create the directory "
                          f"({exc.strerror or exc})") from None
-    if not existed and out not in CREATED_OUTPUTS:
+    if created and out not in CREATED_OUTPUTS:
         CREATED_OUTPUTS.append(out)
+    try:
+        lock_output_dir(out)
+    except OutputLocked:
+        if created:  # another run locked it first: it is that run's OUT now
+            CREATED_OUTPUTS.remove(out)
+        raise
     return out
 
 
+# Every run holds a lock on the OUT it writes: the kernel's flock on OUT/LOCK_NAME, taken
+# when OUT is prepared and held until the command ends (`release_output_locks`, which
+# also removes the file) or the process dies; the kernel drops it then, even after
+# SIGKILL, so a killed run's lock never blocks (its file may stay behind: an empty,
+# hidden file that nothing reads). Why: two runs into one --out both reported success,
+# and the later silently replaced the other's output.
+LOCK_NAME = ".nmtfrag.lock"
+# realpath(OUT) -> (the lock file's fd, the pid that locked it); module-level, so the fds
+# stay open, and the locks held, for as long as the run.
+_OUTPUT_LOCKS: dict[str, tuple[int, int]] = {}
+
+
+class OutputLocked(InputError):
+    """OUT is locked by another live run."""
+
+
+def lock_output_dir(out: str) -> None:
+    """Lock the existing directory `out` for this run, or refuse (InputError, one line
+    naming the pid of the run that holds it). Locking an OUT this process holds already
+    does nothing (a stage that prepares OUT twice, a resumed run in the same process).
+    On a file system without flock, a warning says that nothing is locked."""
+    real = os.path.realpath(out)
+    path = os.path.join(real, LOCK_NAME)
+    held = _OUTPUT_LOCKS.get(real)
+    if held is not None:
+        if held[1] == os.getpid() and _same_file(held[0], path):
+            return
+        _release_lock(real)  # OUT was removed and made again since: lock the new one
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise InputError(f"--out {out}: cannot create its lock file {LOCK_NAME} "
+                             f"({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            raise OutputLocked(f"--out {out} is being written by another nmtfrag run "
+                             f"(pid {holder}): wait for it to end, or choose another "
+                             f"--out") from None
+        except OSError as exc:  # e.g. ENOLCK: a network file system without locks
+            os.close(fd)
+            print(f"warning: --out {out}: cannot lock it ({exc.strerror or exc}); a "
+                  f"second run into it at the same time would not be refused",
+                  file=sys.stderr)
+            return
+        if _same_file(fd, path):
+            break
+        # the run that held it removed the file as it ended, after we opened it: a
+        # third run may lock the new file, so this one must too
+        os.close(fd)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    _OUTPUT_LOCKS[real] = (fd, os.getpid())
+
+
+def _same_file(fd: int, path: str) -> bool:
+    """Whether the open file `fd` is the file at `path` (not one removed since)."""
+    try:
+        a, b = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _lock_holder(fd: int) -> str:
+    """The pid written in a lock file (it follows the lock by microseconds)."""
+    for _ in range(50):
+        text = os.pread(fd, 32, 0).decode("ascii", errors="replace").strip()
+        if text.isdigit():
+            return text
+        time.sleep(0.01)
+    return "unknown"
+
+
+def _release_lock(real: str) -> None:
+    """Drop the lock on OUT `real` (a realpath) that this process holds: its file is
+    removed first, while still locked, then the fd closed."""
+    fd, pid = _OUTPUT_LOCKS.pop(real)
+    if pid != os.getpid():
+        return  # not ours (see _forget_locks_in_child)
+    path = os.path.join(real, LOCK_NAME)
+    if _same_file(fd, path):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def release_output_lock(out: str) -> None:
+    """Unlock OUT now (nothing if this process holds no lock on it)."""
+    real = os.path.realpath(out)
+    if real in _OUTPUT_LOCKS:
+        _release_lock(real)
+
+
+def release_output_locks() -> None:
+    """Unlock every OUT this process locked and remove the lock files: the run is over
+    (the CLI calls it when a command ends; also at exit, for library use)."""
+    for real in list(_OUTPUT_LOCKS):
+        _release_lock(real)
+
+
+def _forget_locks_in_child() -> None:
+    """A forked child (a data loader worker, multiprocessing) is not the run: it closes
+    its copies of the lock fds (the lock lasts exactly as long as the run's process) and
+    never removes a lock file. Spawned and exec'd children never get them (O_CLOEXEC)."""
+    for fd, _ in _OUTPUT_LOCKS.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _OUTPUT_LOCKS.clear()
+
+
+atexit.register(release_output_locks)
+os.register_at_fork(after_in_child=_forget_locks_in_child)
+
+
+def remove_empty_output(out: str) -> bool:
+    """Remove OUT if it holds nothing but its lock file (a run refused after creating
+    it); True if removed."""
+    try:
+        names = os.listdir(out)
+    except OSError:
+        return False
+    if set(names) - {LOCK_NAME}:
+        return False
+    release_output_lock(out)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(out, LOCK_NAME))  # a killed run's, left behind
+    os.rmdir(out)
+    with contextlib.suppress(ValueError):
+        CREATED_OUTPUTS.remove(os.path.abspath(out))
+    return True
+
+
 def _holds_files(path):
-    """True when the tree under `path` holds anything but directories."""
-    for _, _, files in os.walk(path):
-        if files:
+    """True when the tree under `path` holds anything but directories (and OUT's lock
+    file, which is no output)."""
+    for d, _, files in os.walk(path):
+        if any(d != path or f != LOCK_NAME for f in files):
             return True
     return False
 
@@ -319,9 +481,10 @@ def remove_created_outputs(user_error: bool) -> list[str]:
             continue
         if not user_error and _holds_files(out):
             continue
-        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)  # the lock file too, while still locked
         if not os.path.exists(out):
             removed.append(out)
+            release_output_lock(out)
     CREATED_OUTPUTS.clear()
     return removed
 

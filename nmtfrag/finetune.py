@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, TypedDict
 
 from . import training_data
 from .errors import InputError
-from .fileio import (MANIFEST, atomic_writer, prepare_output_dir, public_name, read_json,
-                     tool_versions, write_json)
+from .fileio import (MANIFEST, atomic_writer, lock_output_dir, prepare_output_dir,
+                     public_name, read_json, tool_versions, write_json)
 from .finetune_job import FineTuneJob
 from .model_dir import ModelDir, allow_full_checkpoint_load, load_state
 from .trainable import TrainableSet
@@ -503,26 +503,35 @@ def open_run_dirs(job: FineTuneJob, md: ModelDir, sources: TrainingSources) -> R
     dirs = RunDirs(os.path.abspath(job.out))
     out = dirs.out
     if job.resume:
-        if os.path.isfile(os.path.join(out, MANIFEST)):
-            raise InputError(f"{out}: run already finished (manifest.json); nothing to resume")
-        if not (os.path.isfile(dirs.prepared_json) and os.path.isfile(dirs.last)):
-            raise InputError(f"{out}: no interrupted run to resume (needs {WORK}/ and "
-                             f"{CKPT}/checkpoint_last.pt)")
+        _check_resumable(dirs)
+        lock_output_dir(out)  # no other run writes into it while this one lives
+        _check_resumable(dirs)  # again under the lock: a run may have finished meanwhile
         return dirs
-    if os.path.isdir(dirs.save_dir) and os.listdir(dirs.save_dir) and not job.overwrite \
-            and not os.path.isfile(os.path.join(out, MANIFEST)):
-        raise InputError(f"{out} holds an interrupted run: pass --resume to continue "
-                         f"it or --overwrite to start again")
+    # prepared (and locked) first: a run still writing into OUT is named as such
     out = prepare_output_dir(out, job.overwrite, kind=MODEL_KIND, inputs=[
         md.path, job.train, sources.train.src, sources.train.tgt, sources.valid_src,
         sources.valid_tgt])
     dirs = RunDirs(out)
+    if os.path.isdir(dirs.save_dir) and os.listdir(dirs.save_dir) and not job.overwrite \
+            and not os.path.isfile(os.path.join(out, MANIFEST)):
+        raise InputError(f"{out} holds an interrupted run: pass --resume to continue "
+                         f"it or --overwrite to start again")
     for d in (dirs.layout.work, dirs.save_dir):
         shutil.rmtree(d, ignore_errors=True)
     for f in (MANIFEST, "train.log", "model.pt"):
         if os.path.exists(os.path.join(out, f)):
             os.unlink(os.path.join(out, f))
     return dirs
+
+
+def _check_resumable(dirs: RunDirs) -> None:
+    """Refuse --resume of a finished run, or where no interrupted run is."""
+    out = dirs.out
+    if os.path.isfile(os.path.join(out, MANIFEST)):
+        raise InputError(f"{out}: run already finished (manifest.json); nothing to resume")
+    if not (os.path.isfile(dirs.prepared_json) and os.path.isfile(dirs.last)):
+        raise InputError(f"{out}: no interrupted run to resume (needs {WORK}/ and "
+                         f"{CKPT}/checkpoint_last.pt)")
 
 
 def prepared_data(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,

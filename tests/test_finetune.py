@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from nmtfrag.errors import InputError
+from nmtfrag.fileio import release_output_locks
 from nmtfrag import finetune as finetune_module
 from nmtfrag.finetune import FineTuneConfig, atomic_copy, finetune
 from nmtfrag.finetune_job import FineTuneJob
@@ -24,12 +25,16 @@ JOB_FIELDS = {f.name for f in dataclasses.fields(FineTuneJob)}
 
 
 def run_finetune(model, train, out, **kw):
-    """finetune(job, config) with the keywords split between the two (on the CPU)."""
+    """finetune(job, config) with the keywords split between the two (on the CPU), then
+    its OUT unlocked, as the command does when it ends."""
     kw.setdefault("device", "cpu")
     job = FineTuneJob(model=model, train=train, out=out,
                       **{k: v for k, v in kw.items() if k in JOB_FIELDS})
-    return finetune(job, FineTuneConfig(**{k: v for k, v in kw.items()
-                                           if k not in JOB_FIELDS}))
+    try:
+        return finetune(job, FineTuneConfig(**{k: v for k, v in kw.items()
+                                               if k not in JOB_FIELDS}))
+    finally:
+        release_output_locks()
 
 
 def _release(path, pairs, tag=True, pretokenized=False, n_words=3):

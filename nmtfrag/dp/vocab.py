@@ -39,8 +39,8 @@ from dataclasses import dataclass
 
 from ..corpus import SkipLog, read_parallel, validate_parallel
 from ..errors import InputError
-from ..fileio import (OWNER_DIR, atomic_writer, prepare_output_dir, sha256_file,
-                      tool_versions, write_json, write_owner_json)
+from ..fileio import (OWNER_DIR, atomic_writer, prepare_output_dir, remove_empty_output,
+                      sha256_file, tool_versions, write_json, write_owner_json)
 from ..randomness import Seed, resolve_seed
 from ..tokenize import to_tokens
 from .accounting import unit_key
@@ -381,8 +381,8 @@ def build_vocabulary(job: VocabularyJob) -> VocabularyResult:
                             0 if job.extend else job.merges, seed=job.seed,
                             dedup=job.dedup, min_frequency=job.min_frequency)
     except InputError:
-        if not existed and not os.listdir(out):
-            os.rmdir(out)  # refused after counting: leave no OUT behind
+        if not existed:
+            remove_empty_output(out)  # refused after counting: leave no OUT behind
         raise
     extension = _write_vocabulary_files(job, out, res)
     return _write_manifests(job, out, res, extension, n_lines, skips)
