@@ -177,11 +177,11 @@ def parse_config(raw: dict[str, Any], path: str) -> StudyConfig:
     _unknown(w, "[model] ", model, {"dir", "checkpoint"})
     data_t = _table(w, raw, "data")
     _unknown(w, "[data] ", data_t, {f.name for f in Data.__dataclass_fields__.values()})
-    data = Data(**{k: _typed(w, f"[data] {k}", data_t[k], Data.__dataclass_fields__[k].type)
-                   for k in data_t})  # missing required keys are named just below
     for key in ("train", "valid", "test"):
         if key not in data_t:
             raise w.error(f"[data] {key}", "required (a file prefix: PREFIX.SRC, PREFIX.TGT)")
+    data = Data(**{k: _typed(w, f"[data] {k}", data_t[k], Data.__dataclass_fields__[k].type)
+                   for k in data_t})
     data = _resolve_data(w, data)
     model_dir = _path(w, "[model] dir", model.get("dir"), required=True)
     if not os.path.isdir(model_dir):

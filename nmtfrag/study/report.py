@@ -146,6 +146,14 @@ def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, A
     src = RELEASE if cell.approach == "dp-release" else FINETUNE
     cert = _json(os.path.join(paths.step(name, src), "privacy.json"))
     man = _json(os.path.join(paths.step(name, src), "manifest.json")) or {}
+    detail: dict[str, Any] = {}
+    if cell.approach == "dp-sgd" and cert:
+        t = cert.get("training") or {}
+        detail = {"sigma": t.get("noise_multiplier"), "dp_steps": t.get("steps"),
+                  "epsilon_by_accountant": t.get("epsilon_all_accountants")}
+    if cell.approach == "dp-sgd":
+        detail.update(_dp_step_means(os.path.join(paths.step(name, src), "owner",
+                                                  "train.log")))
     labels, outside = [], []
     eps = delta = None
     if cert:
@@ -167,7 +175,23 @@ def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, A
         text += " of the release"
     return {"privacy": "; ".join([text] + labels), "epsilon": eps if not labels else None,
             "epsilon_stated": eps, "delta": delta, "private": bool(cert) and not labels,
-            "outside_epsilon": outside}
+            "outside_epsilon": outside, **detail}
+
+
+def _dp_step_means(log: str) -> dict[str, Any]:
+    """Mean gradient signal-to-noise ratio and clipped share of a DP-SGD run's steps
+    (its owner-only per-step log): why a DP cell lands where it does."""
+    import json
+
+    if not os.path.isfile(log):
+        return {}
+    with open(log, encoding="utf-8") as f:
+        steps = [json.loads(ln) for ln in f if ln.strip()]
+    if not steps:
+        return {}
+    snr = [s["snr"] for s in steps if s.get("noise_norm", 0) > 0]
+    return {"snr_mean": sum(snr) / len(snr) if snr else None,
+            "clipped_share": sum(s["clipped_share"] for s in steps) / len(steps)}
 
 
 def _vs_full(config: StudyConfig, paths: Paths, name: str, full: str | None
@@ -231,7 +255,21 @@ def write_report(config: StudyConfig, out: str) -> list[dict[str, Any]]:
         f.write(render_markdown(config, rows))
     if rows:
         compare.plot(rows, os.path.join(paths.report, "privacy_utility.png"), config.title)
+        _write_runs_yaml(config, paths)
     return rows
+
+
+def _write_runs_yaml(config: StudyConfig, paths: Paths) -> None:
+    """The same cells as input for `nmtfrag audit compare` (paths relative to it)."""
+    import yaml
+
+    spec = _spec(config, paths)
+    for run in spec["runs"]:
+        for key in ("evaluate", "reconstruction", "exposure", "membership"):
+            if key in run:
+                run[key] = os.path.relpath(run[key], paths.report)
+    with atomic_writer(os.path.join(paths.report, "runs.yaml")) as f:
+        yaml.safe_dump(spec, f, sort_keys=False, allow_unicode=True)
 
 
 def pending_cells(config: StudyConfig, rows: list[dict]) -> list[str]:
@@ -290,6 +328,19 @@ def render_markdown(config: StudyConfig, rows: list[dict]) -> str:
               ""]
     lines += ["## BLEU × what leaks × ε", ""]
     lines += compare.render_markdown(config.title, rows).split("\n", 2)[2].splitlines()
+    sgd = [r for r in rows if "snr_mean" in r or "sigma" in r]
+    if sgd:
+        lines += ["", "## DP-SGD cells", "", "| cell | ε (RDP / PRV) | σ | noisy steps | "
+                  "mean step SNR | clipped |", "|---|---:|---:|---:|---:|---:|"]
+        for r in sgd:
+            acc = r.get("epsilon_by_accountant") or {}
+            lines.append(f"| {r['name']} | {_f(acc.get('rdp'))} / {_f(acc.get('prv'))} | "
+                         f"{_f(r.get('sigma'), '{:.3f}')} | {_f(r.get('dp_steps'), '{}')} | "
+                         f"{_f(r.get('snr_mean'), '{:.3f}')} | "
+                         f"{_f(r.get('clipped_share'), '{:.0%}')} |")
+        lines += ["", "Mean step SNR: the norm of the clipped gradient sum over the noise's, "
+                  "averaged over steps (Anil et al. 2021); a simulation or control shows its "
+                  "own noise.", ""]
     dp = [r for r in rows if r.get("outside_epsilon")]
     if dp:
         lines += ["", "## What each ε covers", ""]

@@ -183,6 +183,7 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
     try:
         progress(f"study {config.title!r} in {paths.out}: {len(chosen)} cells + the "
                  f"baseline, {jobs} at a time, {per_job} thread(s) each")
+        _data_checks(config, progress)
         _shared_inputs(planner, ex, total_threads)
         base = planner.plan(BASELINE)
         _run_steps(ex, [base.steps[0]], total_threads)  # the baseline's BLEU, first
@@ -200,6 +201,9 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
     except Stopped:
         progress("stopped: run the same command again to continue where each cell stands")
         return 143
+    except StepFailed as exc:  # a step every cell needs (canaries, the baseline's BLEU)
+        progress(f"error: {exc}; no cell can run without it: fix the cause and run again")
+        return 1
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -216,6 +220,18 @@ def _run_steps(ex: Executor, steps: list[Step], threads: int) -> None:
     for step in steps:
         if not step.done:
             ex.run(step, threads)
+
+
+def _data_checks(config: StudyConfig, progress: Progress) -> None:
+    """What would distort the comparison (a target holding its copied source, all caps,
+    duplicated pairs, test pairs also in train): said before anything trains."""
+    from ..stats import describe_corpora, stats_inputs
+
+    d = config.data
+    inputs = stats_inputs(train=list(d.files(d.train)), test=list(d.files(d.test)),
+                          src_lang=d.src_lang, tgt_lang=d.tgt_lang)
+    for w in describe_corpora(inputs, src_lang=d.src_lang, tgt_lang=d.tgt_lang).warnings():
+        progress(f"warning: {w}")
 
 
 def _shared_inputs(planner: Planner, ex: Executor, threads: int) -> None:
