@@ -1,0 +1,180 @@
+"""`nmtfrag study`'s config and plan, without a model run: every bad config is one
+`error:` line naming the file and the key, and runs nothing; the shipped configs parse;
+a DP-release cell's training budget reads nothing private; a changed setting of a
+recorded cell is refused with both values."""
+import os
+import re
+
+import pytest
+
+from tinymodel import make_corpus, write_parallel
+
+from nmtfrag.errors import InputError
+from nmtfrag.study.config import read_config
+from nmtfrag.study.plan import FINETUNE, Planner
+from nmtfrag.study.record import differences
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+GOOD = """
+title = "t"
+[model]
+dir = "{d}/model"
+[data]
+train = "{d}/data/train"
+valid = "{d}/data/valid"
+test = "{d}/data/test"
+public_align = "{d}/public"
+[[cell]]
+name = "len4-tag"
+approach = "phrases"
+tags = true
+[[cell]]
+name = "sent"
+approach = "sentences"
+[[cell]]
+name = "rel8"
+approach = "dp-release"
+epsilon = 8
+[[cell]]
+name = "dp8"
+approach = "dp-sgd"
+epsilon = 8
+options = ["--dp-steps", "3"]
+"""
+
+
+@pytest.fixture
+def ws(tmp_path):
+    """A workspace with the files a good config names (the model dir need not load)."""
+    os.makedirs(tmp_path / "model")
+    os.makedirs(tmp_path / "data")
+    for split, n in (("train", 20), ("valid", 5), ("test", 5)):
+        write_parallel(make_corpus(n, seed=len(split)), str(tmp_path / "data" / split))
+    write_parallel(make_corpus(20, seed=9), str(tmp_path / "public"))
+    return tmp_path
+
+
+def write(ws, text, name="study.toml"):
+    path = ws / name
+    path.write_text(text.replace("{d}", str(ws)), encoding="utf-8")
+    return str(path)
+
+
+def test_a_good_config_parses_with_defaults(ws):
+    c = read_config(write(ws, GOOD))
+    assert [x.name for x in c.cells] == ["len4-tag", "sent", "rel8", "dp8"]
+    assert c.training.lr == 0.000175 and c.training.max_epochs == 10
+    assert c.cell("len4-tag").max_len == 4 and c.cell("len4-tag").sample_rate == 0.5
+    assert c.cell("dp8").options == ("--dp-steps", "3") and not c.cell("dp8").seeded
+    assert c.data.train == str(ws / "data" / "train") and c.full_sentence_cell == "sent"
+
+
+# (the edit to GOOD, the key the error line must name)
+BAD = [
+    ("[model]\ndir", "[model]\ndirectory", "[model] directory: unknown key"),
+    ('dir = "{d}/model"', 'dir = "{d}/nomodel"', "[model] dir"),
+    ('train = "{d}/data/train"', 'train = "{d}/data/nope"', "[data] train"),
+    ('test = "{d}/data/test"', "", "[data] test: required"),
+    ('title = "t"', 'title = "t"\nseed = -1', "seed"),
+    ('title = "t"', 'title = "t"\n[training]\nlr = "fast"', "[training] lr"),
+    ('title = "t"', 'title = "t"\n[training]\nmax_epochs = 0', "[training] max_epochs"),
+    ('title = "t"', 'title = "t"\n[decode]\nengine = "moses"', "[decode] engine"),
+    ('title = "t"', 'title = "t"\n[audit]\ncanary_repeats = [1, 0]',
+     "[audit] canary_repeats"),
+    ('title = "t"', 'title = "t"\n[machine]\ndevice = "tpu"', "[machine] device"),
+    ('approach = "sentences"', 'approach = "sentence"', "cell 'sent': approach"),
+    ('name = "sent"', 'name = "baseline"', "cell 2: name"),
+    ('name = "sent"', 'name = "len4-tag"', "cell 'len4-tag': two cells"),
+    ("tags = true", "tags = true\nmax_len = 40", "cell 'len4-tag': max_len"),
+    ("tags = true", "tags = true\nepsilon = 8", "cell 'len4-tag': epsilon: unknown key"),
+    ("epsilon = 8\noptions", "options", "cell 'dp8': epsilon: required"),
+    ('options = ["--dp-steps", "3"]', 'options = ["--seed", "3"]', "cell 'dp8': options"),
+    ('options = ["--dp-steps", "3"]', 'options = ["--lr", "0.1"]', "cell 'dp8': options"),
+    ('public_align = "{d}/public"', "", "cell 'rel8': approach"),
+    ('dir = "{d}/model"', 'dir = "${NMTFRAG_TEST_UNSET}/model"', "${NMTFRAG_TEST_UNSET}"),
+    ('title = "t"', 'title = "t', "not valid TOML"),
+]
+
+
+@pytest.mark.parametrize("old,new,named", BAD, ids=[b[2] for b in BAD])
+def test_a_bad_config_is_one_error_line_naming_the_key_and_runs_nothing(ws, old, new,
+                                                                        named, capsys):
+    from nmtfrag.cli import main
+
+    assert old in GOOD
+    config = write(ws, GOOD.replace(old, new, 1))
+    out = ws / "OUT"
+    os.environ.pop("NMTFRAG_TEST_UNSET", None)
+    assert main(["study", "run", config, "--out", str(out)]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith(f"error: {config}: "), err
+    assert named in err[0], err[0]
+    assert not out.exists()  # nothing ran, nothing was made
+
+
+def test_shipped_configs_parse(ws, monkeypatch):
+    """corpora/*/study.toml with their ${VARS} pointing at stand-in files."""
+    models, data = ws / "models", ws / "data-root"
+    os.makedirs(models / "generic-deen-medium")
+    for sub in ("indomain/EMEA", "indomain/GNOME", "generic"):
+        os.makedirs(data / sub, exist_ok=True)
+    for split in ("train", "valid", "test"):
+        for dom in ("EMEA", "GNOME"):
+            write_parallel(make_corpus(3), str(data / "indomain" / dom / split))
+    write_parallel(make_corpus(3), str(data / "generic" / "train"))
+    monkeypatch.setenv("MODELS", str(models))
+    monkeypatch.setenv("DATA", str(data))
+    monkeypatch.setenv("DEMO_MODEL", str(models / "generic-deen-medium"))
+    monkeypatch.chdir(ROOT)
+    emea = read_config("corpora/EMEA/study.toml")
+    assert {c.approach for c in emea.cells} == {"phrases", "sentences", "dp-release", "dp-sgd"}
+    assert read_config("corpora/GNOME/study.toml").full_sentence_cell == "sent"
+    assert read_config("corpora/demo/study.toml").cell("dp-sgd").epsilon == 8
+
+
+def test_a_dp_release_cell_budget_reads_nothing_private(ws):
+    """Its fine-tuning is fixed passes over the release (the mechanism's output) with the
+    last checkpoint: no validation set, no count of the private corpus. Adding one private
+    sentence pair leaves its command line unchanged."""
+    argv = {}
+    for extra in (0, 1):
+        d = ws / f"corpus{extra}"
+        os.makedirs(d)
+        write_parallel(make_corpus(20 + extra, seed=1), str(d / "train"))
+        text = GOOD.replace('train = "{d}/data/train"', f'train = "{d}/train"')
+        config = read_config(write(ws, text, f"s{extra}.toml"))
+        step = Planner(config, str(ws / "OUT")).plan("rel8").step(FINETUNE)
+        assert step is not None
+        argv[extra] = [a.replace(str(d), "CORPUS") for a in step.argv]
+    assert argv[0] == argv[1]
+    assert "--no-validation" in argv[0] and "--valid-src" not in argv[0]
+    assert argv[0][argv[0].index("--max-epochs") + 1] == "10"
+    assert "--max-updates" not in argv[0] and "--patience" not in argv[0]
+    # a non-private cell stops early on the owner's validation set (it has no ε to keep)
+    sent = Planner(config, str(ws / "OUT")).plan("sent").step(FINETUNE)
+    assert sent is not None and "--valid-src" in sent.argv and "--patience" in sent.argv
+
+
+def test_a_dp_sgd_cell_follows_its_plan(ws):
+    config = read_config(write(ws, GOOD))
+    step = Planner(config, str(ws / "OUT")).plan("dp8").step(FINETUNE)
+    assert step is not None and step.resumable
+    argv = list(step.argv)
+    assert argv[argv.index("--epsilon") + 1] == "8" and "--dp" in argv
+    assert "--patience" not in argv and "--max-epochs" not in argv and "--seed" not in argv
+    assert argv[-2:] == ["--dp-steps", "3"]
+
+
+def test_differences_name_the_key_and_both_values():
+    rec = {"approach": "phrases", "max_len": 4, "training.lr": 0.000175}
+    now = {"approach": "phrases", "max_len": 7, "training.lr": 0.000175}
+    assert differences(rec, now) == ["max_len: recorded 4, now 7"]
+    # a key added by a later nmtfrag is accepted at its default, refused off it
+    assert differences(rec, {**rec, "tags": False}) == []
+    assert differences(rec, {**rec, "tags": True}) == ["tags: recorded \"(not set)\", now true"]
+
+
+def test_error_lines_name_the_file(ws):
+    with pytest.raises(InputError, match=re.escape(str(ws / "missing.toml"))):
+        read_config(str(ws / "missing.toml"))

@@ -1,0 +1,228 @@
+"""`nmtfrag study` end to end on a tiny model: every approach in one report with its
+labels, the first report before any training, two cells at once, a changed setting
+refused before anything runs, and a study killed mid-training that, rerun, ends with the
+same report as an uninterrupted one."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from test_output_guard import tree as snapshot
+from tinymodel import make_corpus, write_domain, write_parallel
+
+CONFIG = """
+title = "toy study"
+seed = 3
+[model]
+dir = "{model}"
+[data]
+train = "{data}/toy/train"
+valid = "{data}/toy/valid"
+test = "{data}/toy/test"
+public_align = "{public}"
+[decode]
+engine = "fairseq"
+beam = 2
+test_lines = 20
+[training]
+lr = 0.0005
+max_tokens = 600
+patience = 1
+max_epochs = 3
+[audit]
+canary_count = 1
+canary_repeats = [1, 5]
+exposure_samples = 30
+membership_pairs = 40
+[machine]
+threads = 2
+jobs = 2
+[[cell]]
+name = "sent"
+approach = "sentences"
+[[cell]]
+name = "len4-tag"
+approach = "phrases"
+tags = true
+[[cell]]
+name = "rel8"
+approach = "dp-release"
+epsilon = 8
+delta = 1e-3
+passes = 2
+tags = true
+[[cell]]
+name = "dp8"
+approach = "dp-sgd"
+epsilon = 8
+delta = 1e-3
+seeded = true
+options = ["--dp-steps", "3", "--allow-few-units"]
+"""
+
+
+def _study(*args, env=None, **kw):
+    return subprocess.run([sys.executable, "-m", "nmtfrag", "study", *args],
+                          capture_output=True, text=True,
+                          env=dict(os.environ, OMP_NUM_THREADS="1", **(env or {})), **kw)
+
+
+@pytest.fixture(scope="module")
+def study(tiny_model_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("study")
+    data = write_domain(root / "data", "toy", (200, 20, 30), seed=10)
+    write_parallel(make_corpus(300, seed=99), str(root / "public"))
+    config = root / "study.toml"
+    config.write_text(CONFIG.format(model=tiny_model_dir, data=data,
+                                    public=root / "public"), encoding="utf-8")
+    out = root / "out"
+    proc = _study("run", str(config), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((out / "report" / "report.json").read_text())
+    return config, out, proc.stderr, {r["name"]: r for r in report["rows"]}
+
+
+def test_every_cell_is_in_the_report_with_its_labels(study):
+    _, out, _, rows = study
+    assert list(rows) == ["baseline", "sent", "len4-tag", "rel8", "dp8"]
+    for name, r in rows.items():
+        assert r["bleu"] is not None and r["test_lines"] == 20, name
+        assert (r["p_bleu"] is None) == (name == "baseline")
+        assert (r["p_bleu_vs_full"] is None) == (name == "sent"), name
+        assert "1" in r["exposure"] and "5" in r["exposure"]
+        assert (r.get("membership") is None) == (name == "baseline")
+    for name in ("len4-tag", "rel8"):
+        assert rows[name]["reconstruction"]["max_len"] == 4
+    # a seeded DP-SGD cell is never shown as private: its ε is a label, not a figure
+    assert "seeded: not private" in rows["dp8"]["privacy"] and rows["dp8"]["epsilon"] is None
+    assert rows["dp8"]["epsilon_stated"] == pytest.approx(8, rel=0.02)
+    assert rows["dp8"]["updates"] == 3 and rows["dp8"]["ended"] == "its DP plan"
+    assert rows["rel8"]["privacy"].startswith("(ε = 8, δ = 0.001) of the release")
+    assert rows["rel8"]["epsilon"] == pytest.approx(8, rel=1e-3)
+    assert rows["rel8"]["ended"].startswith("fixed plan (2 passes")
+    md = (out / "report" / "report.md").read_text()
+    assert "seeded: not private" in md and "(ε = 8, δ = 0.001) of the release" in md
+    # non-private cells: early stopped on validation or at their cap, with their figures
+    for name in ("sent", "len4-tag"):
+        r = rows[name]
+        assert r["ended"] in ("early stop (validation)", "at its cap")
+        assert r["updates"] > 0 and r["tokens_seen"] > 0 and 0 < r["passes"] <= 3
+        assert r["privacy"].startswith("none")
+    ft = json.loads((out / "cells" / "rel8" / "finetune" / "manifest.json").read_text())
+    assert ft["params"]["validate"] is False and ft["params"]["valid_src"] is None
+
+
+def test_the_first_report_comes_before_any_training(study):
+    _, _, stderr, _ = study
+    lines = stderr.splitlines()
+    first_report = next(k for k, ln in enumerate(lines) if "report: 1 cell(s)" in ln)
+    first_training = next(k for k, ln in enumerate(lines) if ": finetune" in ln)
+    assert first_report < first_training
+    assert "baseline: evaluate" in "\n".join(lines[:first_report])
+
+
+def test_two_cells_run_at_once(study):
+    _, out, _, _ = study
+    spans = []
+    for cell in os.listdir(out / "cells"):
+        state = json.loads((out / "cells" / cell / "state.json").read_text())
+        spans += [(cell, s["last_started"], s["last_ended"]) for s in state["steps"].values()]
+    overlapping = [(a, b) for a in spans for b in spans
+                   if a[0] != b[0] and a[1] < b[2] and b[1] < a[2]]
+    assert overlapping, spans
+
+
+def test_status_lists_every_cell_done(study):
+    config, out, _, _ = study
+    proc = _study("status", str(config), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "not running" in lines[0]
+    for cell in ("baseline", "sent", "len4-tag", "rel8", "dp8"):
+        line = next(ln for ln in lines if ln.split()[0] == cell)
+        assert "done" in line and "CPU h" in line
+
+
+def test_a_changed_setting_is_refused_before_anything_runs(study, tmp_path):
+    config, out, _, _ = study
+    changed = tmp_path / "changed.toml"
+    changed.write_text(config.read_text().replace("tags = true\n[[cell]]\nname = \"rel8\"",
+                                                  "tags = true\nmax_len = 5\n[[cell]]\n"
+                                                  "name = \"rel8\""), encoding="utf-8")
+    before = snapshot(str(out))
+    proc = _study("run", str(changed), "--out", str(out))
+    assert proc.returncode == 2
+    err = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(err) == 1 and "cell 'len4-tag'" in err[0], err
+    assert "max_len: recorded 4, now 5" in err[0]
+    assert snapshot(str(out)) == before
+
+
+RESUME_CONFIG = """
+title = "resume"
+seed = 5
+[model]
+dir = "{model}"
+[data]
+train = "{data}/toy/train"
+valid = "{data}/toy/valid"
+test = "{data}/toy/test"
+[decode]
+engine = "fairseq"
+beam = 2
+[training]
+lr = 0.0005
+max_tokens = 400
+patience = -1
+max_epochs = 6
+[audit]
+canaries = false
+membership = false
+[machine]
+threads = 1
+[[cell]]
+name = "sent"
+approach = "sentences"
+"""
+
+
+def test_a_killed_study_resumes_to_the_uninterrupted_report(tiny_model_dir, tmp_path):
+    data = write_domain(tmp_path / "data", "toy", (1200, 20, 30), seed=20)
+    config = tmp_path / "study.toml"
+    config.write_text(RESUME_CONFIG.format(model=tiny_model_dir, data=data), encoding="utf-8")
+    whole = _study("run", str(config), "--out", str(tmp_path / "whole"))
+    assert whole.returncode == 0, whole.stderr[-2000:]
+
+    out = tmp_path / "killed"
+    argv = [sys.executable, "-m", "nmtfrag", "study", "run", str(config), "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    last = out / "cells" / "sent" / "finetune" / "checkpoints" / "checkpoint_last.pt"
+    deadline = time.time() + 300
+    while not last.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)  # no handler sees it: the step dies with the study
+    proc.wait()
+    assert last.exists() and not (out / "cells" / "sent" / "finetune" / "manifest.json").exists()
+    time.sleep(2)  # the training step's own SIGTERM exit
+    status = _study("status", str(config), "--out", str(out))
+    sent = next(ln for ln in status.stdout.splitlines() if ln.split()[0] == "sent")
+    assert "not running" in status.stdout and "interrupted: finetune resumes" in sent, status.stdout
+
+    again = _study("run", str(config), "--out", str(out))  # no stale lock after the kill
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "sent: finetune (resumed)" in again.stderr
+
+    def figures(d):
+        rows = json.loads((d / "report" / "report.json").read_text())["rows"]
+        keep = ("name", "bleu", "chrf", "length_ratio", "updates", "tokens_seen", "passes",
+                "ended", "p_bleu", "share_of_gain")
+        return [{k: r.get(k) for k in keep} for r in rows]
+    assert figures(out) == figures(tmp_path / "whole")
+    assert (out / "cells" / "sent" / "evaluate" / "hyp.txt").read_text() == \
+        (tmp_path / "whole" / "cells" / "sent" / "evaluate" / "hyp.txt").read_text()
