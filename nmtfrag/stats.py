@@ -279,7 +279,7 @@ def checks_markdown(checks: Sequence[tuple[str, dict]],
 
 def checks_warnings(checks: Sequence[tuple[str, dict]],
                     overlaps: Sequence[tuple[str, str, dict]]) -> list[str]:
-    """One `warning:` sentence per non-zero check (what compare.sh shows before training)."""
+    """One `warning:` sentence per non-zero check (what `nmtfrag study` shows before training)."""
     out = []
     for name, c in checks:
         for k, label in CHECKS:

@@ -158,7 +158,7 @@ def test_cli_exposure_report(trained, tmp_path):
 
 def test_failed_skew_normal_fit_falls_back_to_a_normal_fit(monkeypatch):
     """scipy's skew-normal fit can fail to converge (it did on a barely trained model in
-    scripts/compare.sh); the audit then fits a normal instead of crashing."""
+    the decision study); the audit then fits a normal instead of crashing."""
     import random
 
     from scipy import stats

@@ -14,7 +14,7 @@ Data checks, for every corpus: targets that contain their source copied, all-cap
 segments, duplicated pairs; with --train and --test (or --dir), test pairs also in train.
 --release DIR: what a phrase release holds (distinct pairs, share punctuation/numbers
 only, share identical on both sides, length histogram). --warn prints only the checks
-that found something, as `warning:` lines (what scripts/compare.sh shows before training).
+that found something, as `warning:` lines (what `nmtfrag study` shows before training).
 
 examples:
   nmtfrag stats --src train.de --tgt train.en --name EMEA

@@ -8,5 +8,5 @@ unit), `unit_count` (the DP count ñ), `schedule` (increasing batch sizes), `res
 `simulate` (resumable runs; simulations and controls, not private), `vocab` and
 `histogram` (DP histogram → BPE codes, ε_V), `phrase_release` (the DP set union of
 `extract --dp`), `certificate` (read and check privacy.json; plan ε), `cli_args` (the
-options of `nmtfrag finetune --dp` and the DPConfig they build), `study_table`.
+options of `nmtfrag finetune --dp` and the DPConfig they build).
 """

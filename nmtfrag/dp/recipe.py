@@ -2,7 +2,8 @@
 otherwise, and why.
 
 Why these values (README, "Which DP-SGD recipe"; generic-deen-medium, EMEA, 10,001 pairs,
-ε = 8, δ = 1e-5, sentence unit, scripts/dp_recipe.sh): against the early-stopped
+ε = 8, δ = 1e-5, sentence unit, measured with the study scripts that
+`nmtfrag study` replaced): against the early-stopped
 non-private reference (15.74 → 30.69 BLEU), this recipe run privately keeps 20% of the
 gain (18.79), the one-pass cells of the old default 3–9%. LoRA adapters (rank 8 on every
 projection: 0.6M trained values instead of 22.5M) over 10 expected passes with a tenth
