@@ -81,9 +81,10 @@ def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool
     elif done or any(os.path.isdir(s.out) for s in plan.steps):
         nxt = next(s for s in plan.steps if not s.done)
         how = "resumes" if nxt.resumable and resumable(nxt.out) else "starts"
-        what = f"interrupted: {nxt.name} {how} on the next run"
+        what = (f"waiting: {nxt.name} {how} in its turn" if live else
+                f"interrupted: {nxt.name} {how} on the next run")
     else:
-        what = "pending"
+        what = "waiting" if live else "pending"
     return {"cell": plan.cell, "approach": plan.approach, "state": what,
             "steps_done": f"{len(done)}/{len(plan.steps)}", "cpu_hours": cpu / 3600,
             "progress": (training_progress(paths, plan.cell, config)
