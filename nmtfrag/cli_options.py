@@ -183,9 +183,10 @@ def add_engine(g: OptionGroup) -> None:
                         "when the model is loaded: faster, output can differ slightly)")
     g.add_argument("--ct2-cache", metavar="DIR", default=None,
                    help="ctranslate2 only: where the converted model is kept (default: "
-                        "MODEL/.ct2-cache/; needed when the model directory is not "
-                        "writable). Converted once per checkpoint: a changed checkpoint "
-                        "(by its SHA-256) is converted again")
+                        "the user's cache, $XDG_CACHE_HOME/nmtfrag/ct2, else "
+                        "~/.cache/nmtfrag/ct2; the model directory is never written "
+                        "to). Converted once per checkpoint: a changed checkpoint (by "
+                        "its SHA-256) is converted again")
 
 
 # --- differential privacy -------------------------------------------------------------

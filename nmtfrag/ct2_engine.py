@@ -35,14 +35,18 @@ CTranslate2's float32 kernels are not torch's, so a near-tie between hypotheses 
 break the other way.
 
 Conversion: `ctranslate2.converters.FairseqConverter` turns one checkpoint and the
-dictionaries into a CTranslate2 model directory, once. It is kept in a cache (by default
-MODEL_DIR/.ct2-cache/, or the directory the user names) under a key that hashes the
-checkpoint, both dictionaries, the language pair and the CTranslate2 version, so a
+dictionaries into a CTranslate2 model directory, once. It is kept in a cache: by default
+the user's, $XDG_CACHE_HOME/nmtfrag/ct2 (else ~/.cache/nmtfrag/ct2, made mode 0700: it
+holds model weights), or the directory the user names (--ct2-cache); never inside the
+model directory, which is an input (it may be shared or read-only). The key hashes the
+checkpoint, both dictionaries, the language pair and the CTranslate2 version (all the
+conversion reads), so two different models or checkpoints never share an entry and a
 changed checkpoint is converted again; the compute type (float32, int8) is chosen when
 the converted model is loaded, so one conversion serves both. A conversion is written
 into a temporary directory beside its final place and renamed into it when complete:
 a killed run never leaves a half-written cache entry that would be used. In the default
-location, older entries for the same checkpoint file are removed.
+cache, converting removes the entries whose checkpoint file (recorded by path) has
+changed since or is gone.
 
 Ensembles are not supported by CTranslate2: a model dir with several checkpoints is
 refused unless --checkpoint picks one. CTranslate2 is an optional dependency
@@ -50,6 +54,7 @@ refused unless --checkpoint picks one. CTranslate2 is an optional dependency
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -58,13 +63,12 @@ import tempfile
 from types import ModuleType
 
 from .errors import InputError
-from .fileio import sha256_file, write_json
+from .fileio import read_json, sha256_file, write_json
 from .model_dir import ModelDir
 from .translator import MAX_LEN_A, MAX_LEN_B, BaseTranslator
 
 CT2_VERSION = "4.8.5"  # the version setup.py's `ct2` extra pins and the tests ran with
 COMPUTE_TYPES = ("float32", "int8")
-CACHE_DIRNAME = ".ct2-cache"
 CACHE_INFO = "nmtfrag-ct2.json"  # written last: a cache entry with it is complete
 
 
@@ -94,25 +98,44 @@ def cache_key(md: ModelDir, ct2_version: str) -> tuple[str, dict]:
     return key, info
 
 
+def default_cache_root() -> str:
+    """The user's cache for conversions: $XDG_CACHE_HOME/nmtfrag/ct2, else
+    ~/.cache/nmtfrag/ct2 (a relative XDG_CACHE_HOME is ignored, as the XDG base
+    directory specification says)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+        if not os.path.isabs(base):  # no home directory to expand ~ to
+            raise InputError("--engine ctranslate2 found no cache directory (neither "
+                             "XDG_CACHE_HOME nor HOME is set): name one with "
+                             "--ct2-cache DIR")
+    return os.path.join(base, "nmtfrag", "ct2")
+
+
 def ensure_converted(md: ModelDir, cache_dir: str | None = None,
                      ct2: ModuleType | None = None) -> tuple[str, bool]:
     """Path of the CTranslate2 conversion of `md` (converted now if not cached) and
-    whether it was converted by this call."""
+    whether it was converted by this call. Nothing is written into `md`'s directory."""
     ct2 = ct2 or import_ctranslate2()
-    default_root = os.path.join(md.path, CACHE_DIRNAME)
-    root = os.path.abspath(cache_dir) if cache_dir else default_root
+    default = not cache_dir
+    root = os.path.abspath(cache_dir) if cache_dir else default_cache_root()
     if os.path.exists(root) and not os.path.isdir(root):
-        raise InputError(f"--ct2-cache {root}: exists and is not a directory")
+        raise InputError(f"--ct2-cache {root}: exists and is not a directory" if cache_dir
+                         else f"{root} (the CTranslate2 cache) exists and is not a "
+                              f"directory: name another with --ct2-cache DIR")
     key, info = cache_key(md, ct2.__version__)
     path = os.path.join(root, key)
     if os.path.isfile(os.path.join(path, CACHE_INFO)):
         return path, False
-    hint = ("name a writable directory with --ct2-cache DIR" if not cache_dir
+    hint = ("name a writable directory with --ct2-cache DIR" if default
             else "choose a writable --ct2-cache DIR")
-    if not cache_dir and not os.path.isdir(root) and not _writable(md.path):
-        raise InputError(f"{md.path} is read-only: cannot keep the CTranslate2 "
-                         f"conversion of its model in it; {hint}")
+    # which file this entry converted, to find it stale later (the key holds no path)
+    info["source"] = _source_record(md.checkpoints[0])
     try:
+        if default and not os.path.isdir(root):
+            os.makedirs(os.path.dirname(root), exist_ok=True)
+            with contextlib.suppress(FileExistsError):  # another run made it meanwhile
+                os.mkdir(root, 0o700)  # conversions hold model weights: the user's only
         os.makedirs(root, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=".tmp-convert-", dir=root)
     except OSError as exc:
@@ -131,16 +154,16 @@ def ensure_converted(md: ModelDir, cache_dir: str | None = None,
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if root == default_root:
-        _remove_stale(root, key, info["checkpoint"])
+    if default:
+        _remove_stale(root, key, info["source"])
     return path, True
 
 
-def _writable(path):
-    """Writable by us, and meant to be: a directory without any write permission bit
-    (e.g. a shared model, mode 555) counts as read-only even for root, who could
-    write into it anyway."""
-    return os.access(path, os.W_OK) and bool(os.stat(path).st_mode & 0o222)
+def _source_record(checkpoint: str) -> dict:
+    """The checkpoint file a conversion was made from: its real path, size and time."""
+    st = os.stat(checkpoint)
+    return {"path": os.path.realpath(checkpoint), "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns}
 
 
 def _convert(md, out, ct2):
@@ -160,18 +183,26 @@ def _convert(md, out, ct2):
                          f"{exc}") from None
 
 
-def _remove_stale(root, key, checkpoint_name):
-    """Drop older conversions of the same checkpoint file (it has changed since)."""
+def _remove_stale(root, key, source):
+    """Drop the conversions, other than `key`'s, of a checkpoint file that has changed
+    since (`source`'s file, or another whose size or time differ) or is gone. Other
+    models' entries stay: each records the file it was made from."""
     for name in os.listdir(root):
         entry = os.path.join(root, name)
         if name == key or name.startswith("."):
             continue
         try:
-            with open(os.path.join(entry, CACHE_INFO), encoding="utf-8") as f:
-                stale = json.load(f).get("checkpoint") == checkpoint_name
-        except (OSError, ValueError):
-            continue
-        if stale:
+            made_from = read_json(os.path.join(entry, CACHE_INFO)).get("source")
+            path = made_from["path"]
+        except (OSError, ValueError, AttributeError, KeyError, TypeError):
+            continue  # incomplete, or not ours: left alone
+        try:
+            now = _source_record(path)
+        except OSError:
+            now = None  # the checkpoint is gone
+        if path == source["path"] or now is None or \
+                (now["size"], now["mtime_ns"]) != (made_from.get("size"),
+                                                   made_from.get("mtime_ns")):
             shutil.rmtree(entry, ignore_errors=True)
 
 
@@ -239,7 +270,9 @@ class CT2Translator(BaseTranslator):
                          "batch_size": batch_size, "device": device, "fp16": False,
                          "threads": self.threads,
                          "checkpoints": [os.path.basename(md.checkpoints[0])],
-                         "ctranslate2_model": self.model_path,
+                         # the cache entry by its key: the cache's path names the
+                         # user's home, and reports are shared (fileio.public_name)
+                         "ctranslate2_model": os.path.basename(self.model_path),
                          "ctranslate2_version": ct2.__version__}
 
     def _symbol(self, d, i):

@@ -1,5 +1,7 @@
 """`--engine ctranslate2`: same output as fairseq on the tiny model, a conversion cache
-keyed by the checkpoint, ensembles refused, a clear error without ctranslate2.
+keyed by the checkpoint in the user's cache directory (never in the model directory,
+which stays byte for byte as it was), ensembles refused, a clear error without
+ctranslate2.
 
 Tests that need ctranslate2 skip (importorskip) only when it is not installed;
 scripts/install.sh installs it (the `ct2` extra), so CI runs them.
@@ -17,6 +19,7 @@ import torch
 from nmtfrag.cli import main
 from nmtfrag.errors import InputError
 from nmtfrag.generate import Translator, load_translator
+from test_output_guard import tree
 from tinymodel import make_corpus
 
 torch.set_num_threads(1)
@@ -35,11 +38,23 @@ def _lines():
     return lines
 
 
+@pytest.fixture(autouse=True)
+def cache_home(tmp_path, monkeypatch):
+    """Each test its own user cache: the default CTranslate2 cache is CACHE/nmtfrag/ct2."""
+    home = tmp_path / "xdg-cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home / "nmtfrag" / "ct2"
+
+
 @pytest.fixture
 def model_copy(tiny_model_dir, tmp_path):
     """A private copy of the tiny model dir (the session one is read-only for tests)."""
-    return shutil.copytree(tiny_model_dir, str(tmp_path / "model"),
-                           ignore=shutil.ignore_patterns(".ct2-cache"))
+    return shutil.copytree(tiny_model_dir, str(tmp_path / "model"))
+
+
+def _tree_and_dirs(path):
+    """Every file's SHA-256 and every directory under `path`: what must not change."""
+    return tree(path), sorted(os.path.relpath(d, path) for d, _, _ in os.walk(path))
 
 
 @pytest.fixture(scope="module")
@@ -96,17 +111,21 @@ def test_int8_translates_every_line(tiny_model_dir, shared_cache):
     assert same >= 50, same  # quantised: mostly, not necessarily, the same
 
 
-def test_cache_reused_then_invalidated_by_a_new_checkpoint(model_copy):
+def test_cache_reused_then_invalidated_by_a_new_checkpoint(model_copy, cache_home):
     pytest.importorskip("ctranslate2")
-    from nmtfrag.ct2_engine import CACHE_DIRNAME, CACHE_INFO
+    from nmtfrag.ct2_engine import CACHE_INFO
     from nmtfrag.model_dir import load_state, save_state
 
     first = load_translator(model_copy, "ctranslate2")
     assert first.converted
-    cache_root = os.path.join(model_copy, CACHE_DIRNAME)
+    cache_root = str(cache_home)  # $XDG_CACHE_HOME/nmtfrag/ct2
     assert os.path.dirname(first.model_path) == cache_root
+    assert os.stat(cache_root).st_mode & 0o777 == 0o700  # model weights: the user's only
+    assert not [n for n in os.listdir(model_copy) if n.startswith(".")]
     info = json.load(open(os.path.join(first.model_path, CACHE_INFO)))
     assert info["checkpoint"] == "model.pt" and len(info["checkpoint_sha256"]) == 64
+    assert info["source"]["path"] == os.path.realpath(os.path.join(model_copy, "model.pt"))
+    assert first.settings["ctranslate2_model"] == os.path.basename(first.model_path)
     model_bin = os.path.join(first.model_path, "model.bin")
     mtime = os.stat(model_bin).st_mtime_ns
 
@@ -127,31 +146,109 @@ def test_cache_reused_then_invalidated_by_a_new_checkpoint(model_copy):
     assert changed.translate(["haus katze ."]) == fs.translate(["haus katze ."])
 
 
-def test_named_cache_dir_and_unwritable_model_dir(model_copy, tmp_path, monkeypatch):
+def test_named_cache_dir_and_read_only_model_dir(model_copy, tmp_path, monkeypatch,
+                                                  cache_home):
     pytest.importorskip("ctranslate2")
     import nmtfrag.ct2_engine as ce
 
+    before = _tree_and_dirs(model_copy)
     named = str(tmp_path / "cache")
     tr = load_translator(model_copy, "ctranslate2", ct2_cache=named)
     assert tr.converted and os.path.dirname(tr.model_path) == named
-    assert not os.path.exists(os.path.join(model_copy, ce.CACHE_DIRNAME))
+    assert not cache_home.exists()  # a named cache is the only one used
 
     os.chmod(model_copy, 0o555)  # like ../shared/models (read-only even for root here)
     try:
-        with pytest.raises(InputError, match="read-only.*--ct2-cache DIR"):
-            load_translator(model_copy, "ctranslate2")
-        # an existing conversion is used even where nothing can be written
+        tr = load_translator(model_copy, "ctranslate2")  # works: nothing goes into it
+        assert tr.converted and os.path.dirname(tr.model_path) == str(cache_home)
         assert not load_translator(model_copy, "ctranslate2", ct2_cache=named).converted
     finally:
         os.chmod(model_copy, 0o755)
-    assert not os.path.exists(os.path.join(model_copy, ce.CACHE_DIRNAME))
+    assert _tree_and_dirs(model_copy) == before
 
     def refuse(*a, **k):  # a cache dir we may not write into
         raise PermissionError(13, "Permission denied")
 
+    mkdtemp = ce.tempfile.mkdtemp
     monkeypatch.setattr(ce.tempfile, "mkdtemp", refuse)
     with pytest.raises(InputError, match="Permission denied.*writable --ct2-cache"):
         load_translator(model_copy, "ctranslate2", ct2_cache=str(tmp_path / "other"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "other-home"))
+    with pytest.raises(InputError, match="Permission denied.*with --ct2-cache DIR"):
+        load_translator(model_copy, "ctranslate2")
+    monkeypatch.setattr(ce.tempfile, "mkdtemp", mkdtemp)
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))
+    with pytest.raises(InputError, match="a-file/nmtfrag.*--ct2-cache"):
+        load_translator(model_copy, "ctranslate2")
+
+
+def test_default_cache_location(monkeypatch, tmp_path):
+    from nmtfrag.ct2_engine import default_cache_root
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert default_cache_root() == str(tmp_path / "x" / "nmtfrag" / "ct2")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for unset in ("", "relative/cache"):  # the XDG spec: a relative path is ignored
+        monkeypatch.setenv("XDG_CACHE_HOME", unset)
+        assert default_cache_root() == str(tmp_path / "home" / ".cache" / "nmtfrag" / "ct2")
+
+
+def test_two_models_keep_their_own_entries(model_copy, tmp_path, cache_home):
+    """Every model dir has model.pt: an entry is never taken or removed for another
+    model's; an entry whose checkpoint is gone goes at the next conversion."""
+    pytest.importorskip("ctranslate2")
+    from nmtfrag.model_dir import load_state, save_state
+
+    other = shutil.copytree(model_copy, str(tmp_path / "other"))
+    state = load_state(os.path.join(other, "model.pt"))
+    for k, v in state["model"].items():
+        if k.endswith("embed_tokens.weight"):
+            state["model"][k] = v * 0.5
+    save_state(state, os.path.join(other, "model.pt"))
+    a = load_translator(model_copy, "ctranslate2")
+    b = load_translator(other, "ctranslate2")
+    assert a.converted and b.converted and a.model_path != b.model_path
+    assert sorted(os.listdir(cache_home)) == sorted(
+        os.path.basename(t.model_path) for t in (a, b))
+    assert not load_translator(model_copy, "ctranslate2").converted  # kept
+    # the same bytes elsewhere are the same conversion
+    same = shutil.copytree(model_copy, str(tmp_path / "same"))
+    assert load_translator(same, "ctranslate2").model_path == a.model_path
+    shutil.rmtree(other)
+    third = shutil.copytree(model_copy, str(tmp_path / "third"))
+    for k, v in state["model"].items():
+        if k.endswith("embed_tokens.weight"):
+            state["model"][k] = v * 0.9
+    save_state(state, os.path.join(third, "model.pt"))
+    c = load_translator(third, "ctranslate2")
+    assert sorted(os.listdir(cache_home)) == sorted(
+        os.path.basename(t.model_path) for t in (a, c))  # b's checkpoint is gone
+
+
+def test_translate_and_evaluate_leave_the_model_dir_unchanged(model_copy, tmp_path,
+                                                              cache_home, capsys):
+    """The commands with --engine ctranslate2 and no --ct2-cache: the model directory is
+    byte for byte what it was (no .ct2-cache/ or any other file), the conversion is in
+    the user's cache, and the report names it by its key, not by a path."""
+    pytest.importorskip("ctranslate2")
+    before = _tree_and_dirs(model_copy)
+    src, ref = tmp_path / "test.de", tmp_path / "test.en"
+    src.write_text("haus katze .\nder tisch .\n", encoding="utf-8")
+    ref.write_text("house cat .\nthe table .\n", encoding="utf-8")
+    assert main(["translate", "--model", model_copy, "--input", str(src), "--engine",
+                 "ctranslate2", "--device", "cpu", "--threads", "1"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    assert main(["evaluate", "--model", model_copy, "--src", str(src), "--ref", str(ref),
+                 "--engine", "ctranslate2", "--device", "cpu", "--threads", "1",
+                 "--out", str(tmp_path / "eval")]) == 0
+    assert _tree_and_dirs(model_copy) == before
+    entries = os.listdir(cache_home)
+    assert len(entries) == 1
+    report = (tmp_path / "eval" / "report.json").read_text(encoding="utf-8")
+    gen = json.loads(report)["params"]["generation"]
+    assert gen["ctranslate2_model"] == entries[0]
+    assert str(cache_home) not in report and str(tmp_path) not in report
 
 
 def test_conversion_failure_leaves_no_cache_entry(model_copy, monkeypatch):
@@ -166,7 +263,7 @@ def test_conversion_failure_leaves_no_cache_entry(model_copy, monkeypatch):
     monkeypatch.setattr(ce, "_convert", boom)
     with pytest.raises(KeyboardInterrupt):
         load_translator(model_copy, "ctranslate2")
-    assert os.listdir(os.path.join(model_copy, ce.CACHE_DIRNAME)) == []
+    assert os.listdir(ce.default_cache_root()) == []
 
 
 def test_ensemble_refused_unless_one_checkpoint_named(model_copy):
