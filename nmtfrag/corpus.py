@@ -1,7 +1,8 @@
 """Reading a line-aligned parallel corpus, with every defect either refused or counted.
 
 Decisions (documented in README, "Corpus input"):
-- missing or empty file, different line counts, invalid UTF-8, a NUL or other control
+- one file as both sides (also through a link), missing or empty file, different line
+  counts, invalid UTF-8, a NUL or other control
   character (C0 except tab and CR, or DEL): refused (InputError,
   exit 2, naming the file and line), before any work is done: each means the files are
   not what the user thinks, and silently dropping data would shift what is aligned;
@@ -93,8 +94,29 @@ def scan_text_file(path: str) -> int:
     return n
 
 
-def validate_parallel(src_path: str, tgt_path: str) -> int:
-    """Refuse a pair of files that cannot be a line-aligned corpus; return line count."""
+def check_distinct_sides(src_path: str, tgt_path: str, what: str | None = None,
+                         sides: str = "the source and the target side") -> None:
+    """Refuse one file given as both sides of a parallel pair (InputError naming `what`,
+    the options that gave them, and the file). Why: it was accepted, and made a release
+    with German on both sides. A link to the same file counts (os.path.samefile); a
+    missing file is left to the caller's own check. Reads nothing: call it first."""
+    try:
+        same = os.path.samefile(src_path, tgt_path)
+    except OSError:
+        return
+    if not same:
+        return
+    files = (src_path if os.path.abspath(src_path) == os.path.abspath(tgt_path)
+             else f"{src_path} and {tgt_path}")
+    where = f"{what}: " if what else ""
+    raise InputError(f"{where}the same file ({files}) is both {sides}; they must be two "
+                     f"files, one per language")
+
+
+def validate_parallel(src_path: str, tgt_path: str, what: str | None = None) -> int:
+    """Refuse a pair of files that cannot be a line-aligned corpus; return line count.
+    `what` names the options that gave them (e.g. "--src/--tgt") in a refusal."""
+    check_distinct_sides(src_path, tgt_path, what)
     n_src = scan_text_file(src_path)
     n_tgt = scan_text_file(tgt_path)
     if n_src != n_tgt:

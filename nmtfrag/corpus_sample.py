@@ -32,7 +32,7 @@ def sample_corpus(src: str, tgt: str, n: int, out: str, seed: int = 1,
                   overwrite: bool = False) -> dict[str, Any]:
     """Write OUT/train.{de,en} (and train.docs when SRC's directory has one); return
     the manifest. Files are named after the inputs' suffixes."""
-    total = validate_parallel(src, tgt)
+    total = validate_parallel(src, tgt, "--src/--tgt")
     keep = set(sample_lines(total, n, seed))
     out = prepare_output_dir(out, overwrite, inputs=[src, tgt], kind="nmtfrag-corpus-sample")
     inputs = [src, tgt]

@@ -181,7 +181,7 @@ def evaluate(out: str, *, src: str, ref: str, model: str | None = None,
     from .bpe import moses_detokenize
 
     _check_request(model, hyp, engine, compute_type, ct2_cache, src_lang, tgt_lang,
-                   checkpoint)
+                   checkpoint, src, ref)
     src_lines, ref_lines = read_lines(src), read_lines(ref)
     if len(src_lines) != len(ref_lines):
         raise InputError(f"{src} has {len(src_lines)} lines but {ref} has "
@@ -243,9 +243,13 @@ def evaluate(out: str, *, src: str, ref: str, model: str | None = None,
 
 
 def _check_request(model, hyp, engine, compute_type, ct2_cache, src_lang, tgt_lang,
-                   checkpoint):
-    """Refuse a request that names no system or two, or engine options without a model;
-    a mistyped --model is refused before anything is read."""
+                   checkpoint, src, ref):
+    """Refuse a request that names no system or two, engine options without a model,
+    or one file as source and reference; a mistyped --model is refused before anything
+    is read."""
+    from .corpus import check_distinct_sides
+
+    check_distinct_sides(src, ref, "--src/--ref", "the source and the reference")
     if (model is None) == (hyp is None):
         raise InputError("give exactly one of --model (translate) or --hyp (score a file)")
     if hyp is not None and (engine != "fairseq" or compute_type or ct2_cache):

@@ -418,7 +418,7 @@ def extract_release(src: str, tgt: str, out: str, options: ExtractOptions | None
 
 def _check_inputs(src, tgt, opts):
     """(input lines, document ids or None): everything refused before any work."""
-    n_lines = validate_parallel(src, tgt)
+    n_lines = validate_parallel(src, tgt, "--src/--tgt")
     doc_ids = _dp_units_check(opts.dp, opts.documents, n_lines)
     _check_aligner(opts.dp, opts.alignments, opts.priors, opts.align_public,
                    opts.align_model, opts.src_lang, opts.tgt_lang, (src, tgt))

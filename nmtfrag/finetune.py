@@ -450,9 +450,9 @@ def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
     """
     allow_full_checkpoint_load()
     device = check_request(job, config)
-    md = training_data.base_model(job)
     sources = TrainingSources.of_job(job)
-    sources.check_files()
+    sources.check_files()  # before the model is loaded: they read no text
+    md = training_data.base_model(job)
     dirs = open_run_dirs(job, md, sources)
     if job.threads:
         import torch

@@ -176,7 +176,7 @@ def learn_model(prefix: str, out_dir: str, *, src_lang: str = "de", tgt_lang: st
     manifest. `out_dir/manifest.json` is written last and marks a finished model."""
     params = params or AlignParams()
     src, tgt = public_paths(prefix, src_lang, tgt_lang)
-    n_lines = validate_parallel(src, tgt)
+    n_lines = validate_parallel(src, tgt, f"--public {prefix}")
     if max_lines < 1:
         raise InputError(f"--align-public-lines must be at least 1 (got {max_lines})")
     make_output_dir(out_dir)  # recorded: a failed run leaves no empty model dir

@@ -250,7 +250,7 @@ def read_release(release_dir: str, src_file: str | None = None,
     params = manifest.get("params", {})
     src_path = os.path.join(release_dir, src_file or files.get("src", "phrases.de"))
     tgt_path = os.path.join(release_dir, tgt_file or files.get("tgt", "phrases.en"))
-    validate_parallel(src_path, tgt_path)
+    validate_parallel(src_path, tgt_path, f"release {release_dir}")
     raw: list[TokenPair] = []
     with open(src_path, encoding="utf-8") as fs, open(tgt_path, encoding="utf-8") as ft:
         for line_no, (s_line, t_line) in enumerate(zip(fs, ft), 1):

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .corpus import scan_text_file
+from .corpus import check_distinct_sides, scan_text_file
 from .errors import InputError
 from .fileio import (MANIFEST, atomic_writer, public_name, sha256_file, tool_versions,
                      write_json)
@@ -387,16 +387,21 @@ def stats_inputs(src: Sequence[str] = (), tgt: Sequence[str] = (),
                          f"{len(src)} --src)")
     corpora: list[tuple[str | None, str, str]] = []
     for i, (s, t) in enumerate(zip(src, tgt)):
+        check_distinct_sides(s, t, "--src/--tgt")
         corpora.append((names[i] if names else None, s, t))
     overlaps = []
     if train:
+        check_distinct_sides(train[0], train[1], "--train")
         corpora.append(("train", train[0], train[1]))
     if test:
+        check_distinct_sides(test[0], test[1], "--test")
         corpora.append(("test", test[0], test[1]))
         if train:
             overlaps.append(("test", "train", test, train))
     for d in dirs:
         found = splits_in_dir(d, src_lang, tgt_lang)
+        for _, s, t in found:
+            check_distinct_sides(s, t, f"--dir {d}")
         corpora.extend(found)
         by_split = {name.rsplit(" ", 1)[1]: (name, (s, t)) for name, s, t in found}
         if "train" in by_split and "test" in by_split:

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from .binarize import binarize
 from .bpe import BPE, TAGS
-from .corpus import SkipLog, read_parallel, validate_parallel
+from .corpus import SkipLog, check_distinct_sides, read_parallel, validate_parallel
 from .errors import InputError
 from .fileio import MANIFEST, read_json, sha256_file, write_parallel
 from .finetune_job import FineTuneJob
@@ -142,10 +142,13 @@ class TrainingSources:
                    "moses" if job.pretokenized else "raw", job.src_lang, job.tgt_lang)
 
     def check_files(self) -> None:
-        """Refuse a training or validation file that does not exist."""
+        """Refuse a training or validation file that does not exist, and one file as
+        both sides of a pair. Reads no text: call it before the model is loaded."""
         for p in (self.train.src, self.train.tgt, self.valid_src, self.valid_tgt):
             if not os.path.isfile(p):
                 raise InputError(f"{p}: no such file")
+        check_distinct_sides(self.train.src, self.train.tgt, "--train")
+        check_distinct_sides(self.valid_src, self.valid_tgt, "--valid-src/--valid-tgt")
 
     def splits(self) -> dict[str, tuple[str, str, str]]:
         """{split: (source file, target file, text mode)}."""
@@ -270,9 +273,12 @@ def prepare(md: ModelDir, sources: TrainingSources, layout: WorkLayout, *, seed:
         train_lines=train_lines)
 
 
+OPTIONS_OF_SPLIT = {"train": "--train", "valid": "--valid-src/--valid-tgt"}
+
+
 def _read_pairs(src: str, tgt: str, what: str) -> tuple[list[tuple[str, str]], SkipLog,
                                                         list[int]]:
-    validate_parallel(src, tgt)
+    validate_parallel(src, tgt, OPTIONS_OF_SPLIT.get(what, what))
     skips = SkipLog()
     rows = list(read_parallel(src, tgt, skips))
     if not rows:

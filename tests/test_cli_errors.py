@@ -172,6 +172,39 @@ CASES = [
          "{d}/OUT", "epsilon"),
     Case("compare-runs-missing", "audit compare --runs {d}/missing.yaml --out {d}/OUT",
          "missing.yaml"),
+    # one file as both sides of a pair (also through a link) (issue 31, item 4):
+    # refused before any work
+    Case("extract-same-file", "extract --src {d}/good.de --tgt {d}/good.de --out {d}/OUT",
+         "--src/--tgt: the same file ({d}/good.de) is both the source and the target"),
+    Case("extract-same-file-by-link", "extract --src {d}/good.de --tgt {d}/link.en --out "
+         "{d}/OUT", "--src/--tgt: the same file ({d}/good.de and {d}/link.en)"),
+    Case("align-model-same-file", "align-model --public {d}/good --out {d}/OUT "
+         "--src-lang de --tgt-lang de", "--public {d}/good: the same file"),
+    Case("vocab-same-file", "vocab --dp --src {d}/good.de --tgt {d}/link.en --sigma 1 "
+         "--delta 1e-3 --out {d}/OUT", "--src/--tgt: the same file"),
+    Case("finetune-train-same-file", FT.replace("{d}/good.de {d}/good.en",
+                                                "{d}/good.en {d}/good.en"),
+         "--train: the same file ({d}/good.en)"),
+    Case("finetune-valid-same-file", FT.replace("--valid-tgt {d}/good.en",
+                                                "--valid-tgt {d}/link.en"),
+         "--valid-src/--valid-tgt: the same file"),
+    Case("finetune-dp-train-same-file", FTDP.replace("{d}/good.de {d}/good.en",
+                                                     "{d}/good.de {d}/link.en")
+         + " --delta 1e-5", "--train: the same file"),
+    Case("evaluate-src-is-ref", "evaluate --src {d}/good.de --ref {d}/good.de --hyp "
+         "{d}/good.en --out {d}/OUT", "--src/--ref: the same file ({d}/good.de) is both "
+         "the source and the reference"),
+    Case("stats-same-file", "stats --src {d}/good.de --tgt {d}/link.en", "--src/--tgt",
+         out=None),
+    Case("stats-train-same-file", "stats --train {d}/good.en {d}/good.en", "--train",
+         out=None),
+    Case("canaries-same-file", "audit canaries insert --src {d}/good.de --tgt "
+         "{d}/good.de --out {d}/OUT", "--src/--tgt: the same file"),
+    Case("reconstruct-same-file", "audit reconstruct --release {d}/norelease --src "
+         "{d}/good.de --tgt {d}/link.en --out {d}/OUT", "--src/--tgt: the same file"),
+    Case("membership-same-file", "audit membership --model {d}/filesmodel --members "
+         "{d}/good.de {d}/good.de --non-members {d}/good --out {d}/OUT",
+         "--members: the same file"),
     # the global flag changes nothing for user mistakes
     Case("debug-flag-user-error", "evaluate --debug --src {d}/good.de --ref {d}/good.en "
          "--out {d}/OUT --hyp {d}/good.en --beam -1", "--beam"),
@@ -193,6 +226,8 @@ def make_workspace(d):
         f.write("one .\ntwo .\n")
     open(os.path.join(d, "empty.de"), "w").close()
     open(os.path.join(d, "afile"), "w").close()
+    if not os.path.lexists(os.path.join(d, "link.en")):
+        os.symlink("good.de", os.path.join(d, "link.en"))  # German under an .en name
     with open(os.path.join(d, "good.tsv"), "w", encoding="utf-8") as f:
         f.writelines(f"doc{k}\t{s}\t{t}\n" for k, (s, t) in enumerate(pairs))
     with open(os.path.join(d, "bad.tsv"), "w", encoding="utf-8") as f:
@@ -200,6 +235,12 @@ def make_workspace(d):
     # a model dir with a checkpoint name but no dictionaries or codes
     os.makedirs(os.path.join(d, "fakemodel"), exist_ok=True)
     open(os.path.join(d, "fakemodel", "model.pt"), "wb").close()
+    # one whose files are there (the cheap check passes), none of them usable
+    os.makedirs(os.path.join(d, "filesmodel"), exist_ok=True)
+    open(os.path.join(d, "filesmodel", "model.pt"), "wb").close()
+    for name in ("dict.de.txt", "dict.en.txt", "bpecodes"):
+        with open(os.path.join(d, "filesmodel", name), "w", encoding="utf-8") as f:
+            f.write("x 1\n")
     for name, eps in (("runs-nan.yaml", ".nan"), ("runs-neg.yaml", "-3")):
         with open(os.path.join(d, name), "w", encoding="utf-8") as f:
             f.write(f"runs:\n  - name: dp\n    epsilon: {eps}\n")

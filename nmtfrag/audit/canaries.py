@@ -154,7 +154,7 @@ def insert_canaries(src: str, tgt: str, out: str, *, count: int = 20,
     given) and out/manifest.json (whether the run was seeded, never the secrets).
     Returns the canaries. `seed` None: secret randomness."""
     seed = resolve_seed(seed)
-    n_lines = validate_parallel(src, tgt)
+    n_lines = validate_parallel(src, tgt, "--src/--tgt")
     canaries = make_canaries(count, repeats, seed, kinds, unseen)
     src_name, tgt_name = os.path.basename(src), os.path.basename(tgt)
     if src_name == tgt_name:

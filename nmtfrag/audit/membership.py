@@ -108,7 +108,7 @@ def read_pairs(spec: Sequence[str], src_lang: str, tgt_lang: str,
         if not os.path.isfile(p):
             raise InputError(f"{what}: {p}: no such file")
     src_path, tgt_path = spec
-    validate_parallel(src_path, tgt_path)
+    validate_parallel(src_path, tgt_path, what)
     return [(s, t) for _, s, t in read_parallel(src_path, tgt_path, SkipLog())]
 
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ..corpus import SkipLog, read_parallel, validate_parallel
+from ..corpus import SkipLog, check_distinct_sides, read_parallel, validate_parallel
 from ..errors import InputError
 from ..fileio import public_name
 from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, sha256_file,
@@ -267,7 +267,7 @@ def read_tokenised_corpus(src: str, tgt: str, src_lang: str, tgt_lang: str,
                           pretokenized: bool
                           ) -> tuple[list[Tokens], list[Tokens], SkipLog]:
     """Tokenised (src, tgt) lists of the usable lines, tokenised as the release was."""
-    validate_parallel(src, tgt)
+    validate_parallel(src, tgt, "--src/--tgt")
     skips = SkipLog()
     src_sents, tgt_sents = [], []
     for _, s, t in read_parallel(src, tgt, skips):
@@ -346,8 +346,9 @@ def audit_reconstruction(release: str, src: str, tgt: str, out: str, *,
     if mode not in MODE_CHOICES:
         raise InputError(f"--mode must be one of {', '.join(MODE_CHOICES)}, got {mode!r}")
     modes = ("conservative", "greedy") if mode == "both" else (mode,)
+    check_distinct_sides(src, tgt, "--src/--tgt")  # before the release is read
     pairs, info = read_release(release)
-    validate_parallel(src, tgt)
+    validate_parallel(src, tgt, "--src/--tgt")
     out = prepare_output_dir(out, overwrite, inputs=[release, src, tgt],
                              kind="nmtfrag-reconstruction-audit")
     params = info["params"]

@@ -464,8 +464,8 @@ def dp_finetune(job: FineTuneJob, config: DPConfig) -> dict:
     Returns a summary dict (also printed as JSON by the CLI)."""
     allow_full_checkpoint_load()
     seed = start(job, config)
+    sources = dp_sources(job)  # before the model is loaded: they read no text
     md = training_data.base_model(job)
-    sources = dp_sources(job)
     documents = early_unit_checks(config, sources)
     prior = PriorPrivacy.of_base_model(md.path, config)
     out, hashes = open_output(job, config, md, sources, documents is not None)

@@ -362,7 +362,7 @@ def build_vocabulary(job: VocabularyJob) -> VocabularyResult:
     refusal after counting leaves no OUT behind if it did not exist before."""
     if job.delta is None:
         raise InputError("--delta is required: a DP vocabulary without δ is void")
-    n_lines = validate_parallel(job.src, job.tgt)
+    n_lines = validate_parallel(job.src, job.tgt, "--src/--tgt")
     # before any tokenising: n ≤ the line count, so δ_V ≥ 1/lines means δ_V ≥ 1/n
     check_vocab_delta(job.delta, n_lines, "input lines")
     existed = os.path.isdir(job.out)
