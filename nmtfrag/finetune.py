@@ -500,6 +500,8 @@ def check_request(job: FineTuneJob, config: FineTuneConfig) -> str:
 
         if not torch.cuda.is_available():
             raise InputError("--device cuda but torch sees no CUDA device")
+    if config.fp16 and device != "cuda":  # fairseq would ignore it on the CPU
+        raise InputError("--fp16 needs --device cuda (mixed precision is a GPU feature)")
     return device
 
 

@@ -172,8 +172,8 @@ CASES = [
          "{d}/OUT", "epsilon"),
     Case("compare-runs-missing", "audit compare --runs {d}/missing.yaml --out {d}/OUT",
          "missing.yaml"),
-    # one file as both sides of a pair (also through a link) (issue 31, item 4):
-    # refused before any work
+    # one file as both sides of a pair (also through a link), --fp16 without CUDA
+    # (issue 31, item 4): refused before any work
     Case("extract-same-file", "extract --src {d}/good.de --tgt {d}/good.de --out {d}/OUT",
          "--src/--tgt: the same file ({d}/good.de) is both the source and the target"),
     Case("extract-same-file-by-link", "extract --src {d}/good.de --tgt {d}/link.en --out "
@@ -191,6 +191,8 @@ CASES = [
     Case("finetune-dp-train-same-file", FTDP.replace("{d}/good.de {d}/good.en",
                                                      "{d}/good.de {d}/link.en")
          + " --delta 1e-5", "--train: the same file"),
+    Case("finetune-fp16-cpu", FT + " --fp16 --device cpu",
+         "--fp16 needs --device cuda (mixed precision is a GPU feature)"),
     Case("evaluate-src-is-ref", "evaluate --src {d}/good.de --ref {d}/good.de --hyp "
          "{d}/good.en --out {d}/OUT", "--src/--ref: the same file ({d}/good.de) is both "
          "the source and the reference"),
