@@ -61,7 +61,9 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | Non
         return None
     cell_cfg = config.cell(cell)
     cap = cell_cfg.passes if cell_cfg.approach == "dp-release" else cell_cfg.training.max_epochs
-    return f"epoch {epoch} of ≤ {cap}" + (f", {updates:,} updates" if updates else "")
+    cap_u = cell_cfg.training.max_updates if cell_cfg.approach != "dp-release" else 0
+    return (f"epoch {epoch} of ≤ {cap}" + (f", {updates:,} updates" if updates else "")
+            + (f" of ≤ {cap_u:,}" if cap_u else ""))
 
 
 def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool
