@@ -142,6 +142,9 @@ CASES = [
     Case("stats-nul-with-out", "stats --src {d}/nul.de --tgt {d}/good.en --out {d}/OUT",
          "nul.de line 2"),
     Case("stats-tgt-missing", "stats --src {d}/good.de", "--tgt", out=None),
+    # study (its config's own errors: tests/test_study_config.py)
+    Case("study-config-missing", "study run {d}/nostudy.toml --out {d}/OUT", "nostudy.toml"),
+    Case("study-status-no-config", "study status --out {d}/OUT", "CONFIG", out=None),
     # opus2tsv
     Case("opus2tsv-no-input-form", "opus2tsv --out {d}/OUT.tsv", "--recipe",
          out="{d}/OUT.tsv"),
