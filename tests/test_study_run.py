@@ -226,3 +226,32 @@ def test_a_killed_study_resumes_to_the_uninterrupted_report(tiny_model_dir, tmp_
     assert figures(out) == figures(tmp_path / "whole")
     assert (out / "cells" / "sent" / "evaluate" / "hyp.txt").read_text() == \
         (tmp_path / "whole" / "cells" / "sent" / "evaluate" / "hyp.txt").read_text()
+
+
+def test_a_model_trained_with_the_same_settings_is_adopted_and_another_refused(study,
+                                                                              tmp_path):
+    config, out, _, rows = study
+    text = config.read_text()
+    head = text[:text.index("[[cell]]")]
+    source = out / "cells" / "sent" / "finetune"
+    same = tmp_path / "same.toml"
+    same.write_text(head + f'[[cell]]\nname = "sent"\napproach = "sentences"\n'
+                           f'adopt = "{source}"\n', encoding="utf-8")
+    proc = _study("run", str(same), "--out", str(tmp_path / "adopted"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "sent: finetune adopted (settings checked)" in proc.stderr
+    assert "sent: finetune …" not in proc.stderr  # nothing trained
+    report = json.loads((tmp_path / "adopted" / "report" / "report.json").read_text())
+    adopted = {r["name"]: r for r in report["rows"]}["sent"]
+    assert adopted["bleu"] == rows["sent"]["bleu"]
+    assert (source / "manifest.json").exists()  # the source is read, never moved
+
+    other = tmp_path / "other.toml"  # another learning rate: not the same run
+    other.write_text(head.replace("lr = 0.0005", "lr = 0.0001")
+                     + f'[[cell]]\nname = "sent"\napproach = "sentences"\n'
+                       f'adopt = "{source}"\n', encoding="utf-8")
+    proc = _study("run", str(other), "--out", str(tmp_path / "refused"))
+    assert proc.returncode == 1
+    assert "cannot adopt" in proc.stderr and "params.lr: 0.0005 there, 0.0001 here" \
+        in proc.stderr
+    assert not (tmp_path / "refused" / "cells" / "sent" / "finetune").exists()

@@ -101,6 +101,7 @@ class Cell:
     options: tuple[str, ...] = ()  # dp-sgd: `nmtfrag finetune --dp` options (default: recipe)
     seeded: bool = False         # DP cells: seeded randomness (reproducible, NOT private)
     tuned_on: str = "public"     # dp-sgd: where its hyperparameters were chosen
+    adopt: str = ""              # sentences, dp-sgd: a finished finetune output to adopt
     training: Training = field(default_factory=Training)
 
     @property
@@ -140,9 +141,9 @@ class StudyConfig:
 _TOP = {"title", "seed", "model", "data", "decode", "training", "audit", "machine", "cell"}
 _CELL_KEYS = {
     "phrases": {"max_len", "tags", "sample_rate", "training"},
-    "sentences": {"training"},
+    "sentences": {"training", "adopt"},
     "dp-release": {"epsilon", "delta", "max_len", "tags", "unit_cap", "passes", "seeded"},
-    "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on"},
+    "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on", "adopt"},
 }
 
 
@@ -241,6 +242,11 @@ def _cell(w: _Where, i: int, raw: Any, training: Training, data: Data) -> Cell:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise w.error(where + "options", "a list of strings (finetune --dp options)")
             kw["options"] = tuple(value)
+        elif key == "adopt":
+            kw[key] = _path(w, where + key, value, required=True)
+            if not os.path.isfile(os.path.join(kw[key], "manifest.json")):
+                raise w.error(where + key, f"{kw[key]} is not a finished `nmtfrag finetune` "
+                              f"output (no manifest.json)")
         else:
             kw[key] = _typed(w, where + key, value, Cell.__dataclass_fields__[key].type)
     kw.setdefault("training", training)  # dp-sgd cells ignore it (they follow their plan)

@@ -49,6 +49,7 @@ class CellPlan:
     cell: str
     approach: str
     steps: tuple[Step, ...] = field(default_factory=tuple)
+    adopt: str = ""           # a finished finetune output to adopt instead of training
 
     def step(self, name: str) -> Step | None:
         return next((s for s in self.steps if s.name == name), None)
@@ -141,7 +142,7 @@ class Planner:
         model = self.p.step(name, FINETUNE)
         steps.append(self._evaluate(name, model, checkpoint=None))
         steps += self._model_audits(name, model, checkpoint=None)
-        return CellPlan(name, cell.approach, tuple(steps))
+        return CellPlan(name, cell.approach, tuple(steps), cell.adopt)
 
     def all_plans(self) -> list[CellPlan]:
         return [self.plan(BASELINE)] + [self.plan(c.name) for c in self.c.cells]

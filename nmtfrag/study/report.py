@@ -101,7 +101,9 @@ def training_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, 
         ended = None
     seen = tokens_seen(os.path.join(ft, "train.log"))
     out.update(ended=ended, updates=updates, best_updates=result.get("best_checkpoint_updates"),
-               tokens_seen=seen, passes=seen / tgt if seen is not None and tgt else None,
+               # fairseq logs words per batch to one decimal: passes to two
+               tokens_seen=seen, passes=round(seen / tgt, 2) if seen is not None and tgt
+               else None,
                train_pairs=((man.get("counts") or {}).get("train") or {}).get("pairs"))
     return out
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 from .config import BASELINE, StudyConfig
-from .plan import EVALUATE, RELEASE, CellPlan, Paths, Planner, Step
+from .plan import EVALUATE, FINETUNE, RELEASE, CellPlan, Paths, Planner, Step
 from .record import check_and_record, settings_now
 from .state import hold_lock, resumable, update_state
 
@@ -117,6 +117,20 @@ class Executor:
         update_state(self.paths, step.cell, lambda s: s.update(
             failed={"step": step.name, "exit": code, "reason": reason}))
         raise StepFailed(f"{step.cell}: {step.name} failed: {reason} (log: {log})")
+
+    def adopt(self, step: Step, source: str) -> None:
+        """A model trained earlier becomes the step's output, once its settings match."""
+        from .adopt import adopt
+
+        self.progress(f"{step.cell}: {step.name}: adopting {source} …")
+        try:
+            adopt(step, source)
+        except InputError as exc:
+            update_state(self.paths, step.cell, lambda s: s.update(
+                failed={"step": step.name, "exit": 2, "reason": str(exc)}))
+            raise StepFailed(f"{step.cell}: {exc}") from None
+        update_state(self.paths, step.cell, lambda s: s.update(adopted_from=source))
+        self.progress(f"{step.cell}: {step.name} adopted (settings checked)")
 
     def stop(self) -> None:
         self.stopping = True
@@ -289,6 +303,8 @@ def _run_cell(ex: Executor, plan: CellPlan, threads: int, report: "_Reporter") -
             if step.name == RELEASE:
                 with ex.serial:
                     ex.run(step, threads)
+            elif step.name == FINETUNE and plan.adopt:
+                ex.adopt(step, plan.adopt)
             else:
                 ex.run(step, threads)
             ran = True

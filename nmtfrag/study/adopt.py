@@ -1,0 +1,109 @@
+"""Adopting a model trained earlier into a study cell, once its settings are checked.
+
+Why: a sentence reference or a private DP-SGD run costs hours of CPU; when one was
+already trained with exactly the settings a cell would use (the same base model, training
+files, method options and seed), retraining it is waste. `adopt = "DIR"` in a
+`sentences` or `dp-sgd` cell copies a finished `nmtfrag finetune` output into the cell
+instead — after comparing what DIR's own records say it was trained with against what
+the cell's command line would train, and refusing on the first difference. DIR is read,
+never changed.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from ..errors import InputError
+from ..fileio import read_json, sha256_file
+from ..model_dir import validate_model_dir
+from .plan import Step
+
+
+def _parse(step: Step) -> Any:
+    """The cell's finetune options as the command would parse them."""
+    from ..cli import build_parser
+
+    return build_parser().parse_args([*step.argv, "--out", step.out])
+
+
+def expected(step: Step) -> dict[str, Any]:
+    """{record key: value} a finished run of `step` holds in its manifests."""
+    from ..commands import finetune as cmd
+    from ..dp import cli_args as dp_cli
+
+    args = _parse(step)
+    src, tgt = args.train
+    md = validate_model_dir(args.model, args.src_lang, args.tgt_lang, args.checkpoint)
+    exp: dict[str, Any] = {"inputs_sha256.train_src": sha256_file(src),
+                           "inputs_sha256.train_tgt": sha256_file(tgt),
+                           "inputs_sha256.model": sha256_file(md.checkpoints[0]),
+                           "params.dropout": args.dropout,
+                           "params.label_smoothing": args.label_smoothing}
+    if not args.dp:
+        cfg = cmd.config_from_args(args)
+        exp.update({"inputs_sha256.valid_src": sha256_file(args.valid_src),
+                    "inputs_sha256.valid_tgt": sha256_file(args.valid_tgt)})
+        for key in ("lr", "weight_decay", "max_tokens", "update_freq", "max_updates",
+                    "max_epochs", "patience", "validate_every", "seed", "warmup_updates"):
+            exp[f"params.{key}"] = getattr(cfg, key)
+        exp["params.trained_parameters"] = {"kind": "all"}
+        return exp
+    dcfg = dp_cli.config_from_args(args)
+    for key, field in (("lr", "lr"), ("target_epsilon", "target_epsilon"),
+                       ("delta", "delta"), ("sample_rate", "sample_rate"),
+                       ("logical_batch", "logical_batch"),
+                       ("batch_schedule", "batch_schedule"),
+                       ("max_grad_norm", "max_grad_norm"), ("accountant", "accountant"),
+                       ("privacy_unit", "unit"), ("dp_clip_mode", "clip_mode"),
+                       ("dp_loss", "loss"), ("dp_warmup_steps", "warmup_steps"),
+                       ("dp_weight_decay", "weight_decay")):
+        exp[f"params.{key}"] = getattr(dcfg, field)
+    exp["params.trained_parameters"] = dcfg.params.public_record()
+    exp["owner.randomness.seed"] = dcfg.seed  # None: secret randomness
+    return exp
+
+
+def recorded(source: str) -> dict[str, Any]:
+    """The same keys from a finished run's manifests (DP: its owner record too)."""
+    path = os.path.join(source, "manifest.json")
+    if not os.path.isfile(path):
+        raise InputError(f"adopt = {source!r}: not a finished `nmtfrag finetune` output "
+                         f"(no manifest.json)")
+    man = read_json(path)
+    owner_path = os.path.join(source, "owner", "manifest.json")
+    owner = read_json(owner_path) if os.path.isfile(owner_path) else {}
+    flat: dict[str, Any] = {}
+    for key, value in (man.get("params") or {}).items():
+        flat[f"params.{key}"] = value
+    hashes = man.get("inputs_sha256") or owner.get("inputs_sha256") or {}
+    for key, value in hashes.items():
+        flat[f"inputs_sha256.{key}"] = value
+    flat["owner.randomness.seed"] = (owner.get("randomness") or {}).get("seed")
+    flat["dp"] = bool(man.get("dp"))
+    return flat
+
+
+def differences(step: Step, source: str) -> list[str]:
+    exp, rec = expected(step), recorded(source)
+    dp = "--dp" in step.argv
+    if rec["dp"] != dp:
+        return [f"it was trained {'with' if rec['dp'] else 'without'} DP-SGD, the cell "
+                f"{'is' if dp else 'is not'} DP-SGD"]
+    return [f"{key}: {rec.get(key, '(not recorded)')!r} there, {value!r} here"
+            for key, value in exp.items() if rec.get(key, "(not recorded)") != value]
+
+
+def adopt(step: Step, source: str) -> None:
+    """Copy `source` into the step's output after checking it (InputError naming the
+    first difference); the copy appears whole or not at all."""
+    diff = differences(step, source)
+    if diff:
+        raise InputError(f"cannot adopt {source} into cell {step.cell}: {diff[0]}"
+                         + (f" (and {len(diff) - 1} more)" if len(diff) > 1 else ""))
+    tmp = step.out + ".adopting"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(".work", "checkpoints",
+                                                               ".nmtfrag.lock"))
+    shutil.rmtree(step.out, ignore_errors=True)
+    os.replace(tmp, step.out)
