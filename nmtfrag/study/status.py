@@ -54,7 +54,7 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | Non
     with open(log, encoding="utf-8", errors="replace") as f:
         for line in f:
             m = re.search(r"\| epoch (\d+)", line)
-            u = re.search(r"num_updates (\d+)", line)
+            u = re.search(r"num_updates[= ](\d+)", line)
             epoch = int(m.group(1)) if m else epoch
             updates = int(u.group(1)) if u else updates
     if epoch is None:
