@@ -111,9 +111,12 @@ def test_kill_9_leaves_no_corpus_in_out(setup, tmp_path):
         found += [os.path.relpath(os.path.join(dirpath, f), out) for f in dirs + files]
     # owner-only: the step log, and the resumable state (nmtfrag.dp.resume) if saved:
     # the run's identity, its DP unit count ñ, the training state, and the temp file of
-    # a save the kill interrupted (fileio.atomic_writer; removed by the next run)
+    # a save the kill interrupted (fileio.atomic_writer; removed by the next run); the
+    # killed run's OUT lock (its pid only: fileio.lock_output_dir)
     partial = {f for f in found if f.startswith(os.path.join("owner", ".tmp-"))}
-    assert set(found) - partial <= {"owner", os.path.join("owner", "train.log"),
+    if ".nmtfrag.lock" in found:
+        assert (out / ".nmtfrag.lock").read_text().strip().isdigit()
+    assert set(found) - partial <= {"owner", ".nmtfrag.lock", os.path.join("owner", "train.log"),
                           os.path.join("owner", "dp-run.json"),
                           os.path.join("owner", "dp-count.json"),
                           os.path.join("owner", "dp-state.pt")}
