@@ -27,9 +27,12 @@ from typing import Any, Protocol
 from . import cli_types as ct
 from .ct2_engine import COMPUTE_TYPES  # light modules: no torch, fairseq or ctranslate2
 from .generate import ENGINES
+from .limits import MAX_BEAM
 from .translator import MAX_LEN_A, MAX_LEN_B
 
 DEFAULT_SRC_LANG, DEFAULT_TGT_LANG = "de", "en"  # the WMT19 model's direction
+# why --beam has an upper bound (nmtfrag.limits: the measurements)
+BEAM_WHY = "memory grows with beam × sentences per batch"
 
 
 class OptionGroup(Protocol):
@@ -147,8 +150,10 @@ def add_threads(g: OptionGroup,
 
 def add_decoding(g: OptionGroup) -> None:
     """Beam search, batches, hardware and engine of `evaluate` and `translate`."""
-    g.add_argument("--beam", type=ct.positive_int, default=5,
-                   help="beam size (default %(default)s)")
+    g.add_argument("--beam", type=ct.int_between(1, MAX_BEAM, BEAM_WHY), default=5,
+                   help=f"beam size (default %(default)s; at most {MAX_BEAM}: memory grows "
+                        f"with beam × sentences per batch, so give a large beam a small "
+                        f"--batch-size)")
     g.add_argument("--max-tokens", type=ct.positive_int, default=4000,
                    help="source tokens per batch (default %(default)s)")
     g.add_argument("--batch-size", type=ct.positive_int, default=None,

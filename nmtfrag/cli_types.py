@@ -107,6 +107,21 @@ def seed(text: str) -> int:
     return value
 
 
+def int_between(low: int, high: int, why: str) -> Callable[[str], int]:
+    """An integer in [low, high]; `why` says what the upper bound protects (nmtfrag.limits
+    holds the bounds of the size options and their measurements)."""
+    def check(text: str) -> int:
+        value = _number(text, int)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be ≥ {low}, got {text}")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high:,} ({why}), got {text}")
+        return value
+
+    check.__name__ = f"int_between_{low}_{high}"
+    return check
+
+
 def int_at_least(low: int) -> Callable[[str], int]:
     """An integer ≥ `low` (e.g. --patience, where -1 disables)."""
     def check(text: str) -> int:

@@ -33,6 +33,7 @@ from .errors import InputError
 from .fileio import (MANIFEST, OWNER_DIR, atomic_writer, check_not_input, owner_path,
                      prepare_output_dir, private_workdir, progress, sha256_file,
                      tool_versions, write_json, write_owner_json)
+from .limits import MAX_PHRASE_LEN
 from .phrases import phrase_records
 from .public_align import DESCRIPTION as PUBLIC_ALIGNER
 from .public_align import check_sources, resolve_aligner
@@ -65,8 +66,8 @@ def _cpu_seconds():
 
 
 def _check_params(max_len, min_len, sample_rate, method, src_lang, tgt_lang):
-    if max_len < 1:
-        raise InputError(f"--max-len must be at least 1 (got {max_len})")
+    if not 1 <= max_len <= MAX_PHRASE_LEN:  # nmtfrag.limits: what a run can meet
+        raise InputError(f"--max-len must be between 1 and {MAX_PHRASE_LEN} (got {max_len})")
     if not 1 <= min_len <= max_len:
         raise InputError(f"--min-len must be between 1 and --max-len (got {min_len})")
     if not 0 < sample_rate <= 1:

@@ -62,6 +62,13 @@ CASES = [
     Case("extract-seed-negative", f"extract {PAIR} --out {{d}}/OUT --seed -1", "--seed"),
     Case("extract-unit-cap-word", f"extract {PAIR} --out {{d}}/OUT --unit-cap many",
          "--unit-cap"),
+    # size options beyond what a run can meet (nmtfrag.limits): refused while parsing
+    Case("extract-max-len-huge", f"extract {PAIR} --out {{d}}/OUT --max-len 1000000000",
+         "--max-len must be at most 100"),
+    Case("extract-min-len-huge", f"extract {PAIR} --out {{d}}/OUT --min-len 101",
+         "--min-len must be at most 100"),
+    Case("extract-unit-cap-huge", f"extract {PAIR} --out {{d}}/OUT --dp --epsilon 1 "
+         "--delta 1e-5 --unit-cap 1000000000", "--unit-cap must be at most 100,000"),
     Case("extract-nul-byte", "extract --src {d}/nul.de --tgt {d}/good.en --out {d}/OUT",
          "nul.de line 2"),
     Case("extract-escape-byte", "extract --src {d}/good.de --tgt {d}/esc.en --out "
@@ -113,6 +120,10 @@ CASES = [
     Case("evaluate-first-negative", EV + " --hyp {d}/good.en --first -3", "--first"),
     Case("evaluate-bootstrap-0", EV + " --hyp {d}/good.en --bootstrap-samples 0",
          "--bootstrap-samples"),
+    Case("evaluate-bootstrap-huge", EV + " --hyp {d}/good.en --bootstrap-samples "
+         "1000000000", "--bootstrap-samples must be at most 10,000"),
+    Case("evaluate-beam-huge", EV + " --model {d}/fakemodel --beam 1000000000",
+         "--beam must be at most 1,000"),
     Case("evaluate-hyp-nul", EV + " --hyp {d}/nul.de", "nul.de line 2"),
     Case("evaluate-hyp-short", EV + " --hyp {d}/short.en", "short.en"),
     Case("evaluate-model-missing", EV + " --model {d}/nomodel", "--model"),
@@ -120,6 +131,8 @@ CASES = [
     # translate
     Case("translate-beam-0", "translate --model {d}/fakemodel --beam 0", "--beam",
          out=None),
+    Case("translate-beam-huge", "translate --model {d}/fakemodel --beam 20000",
+         "--beam must be at most 1,000", out=None),
     Case("translate-input-nul", "translate --model {d}/fakemodel --input {d}/nul.de",
          "nul.de line 2", out=None),
     Case("translate-max-len-a-nan", "translate --model {d}/fakemodel --max-len-a nan",
@@ -155,16 +168,26 @@ CASES = [
     # audit canaries / reconstruct / exposure / membership / compare
     Case("canaries-count-0", CAN + " --count 0", "--count"),
     Case("canaries-repeats-words", CAN + " --repeats a,b", "--repeats"),
+    Case("canaries-count-huge", CAN + " --count 1000000000", "--count must be at most"),
+    Case("canaries-unseen-huge", CAN + " --unseen 1000000000", "--unseen must be at most"),
+    Case("canaries-more-than-record-numbers", CAN + " --count 50000 --repeats 1,10",
+         "150,000 canaries: at most 90,000"),  # drawing their numbers looped for ever
+    Case("canaries-repeats-huge", CAN + " --repeats 1,1000000000",
+         "--repeats 1,1000000000 = 20,000,000,020 inserted lines"),
     Case("canaries-nul-byte", "audit canaries insert --src {d}/nul.de --tgt {d}/good.en "
          "--out {d}/OUT", "nul.de line 2"),
     Case("reconstruct-max-len-0", "audit reconstruct --release {d}/norelease " + PAIR +
          " --out {d}/OUT --max-len 0", "--max-len"),
+    Case("reconstruct-max-len-huge", "audit reconstruct --release {d}/norelease " + PAIR +
+         " --out {d}/OUT --max-len 1000000000", "--max-len must be at most 100"),
     Case("reconstruct-min-overlap-neg", "audit reconstruct --release {d}/norelease " +
          PAIR + " --out {d}/OUT --min-overlap -1", "--min-overlap"),
     Case("exposure-model-missing", "audit exposure --model {d}/nomodel --canaries "
          "{d}/none.json --out {d}/OUT", "--model"),
     Case("exposure-beam-0", "audit exposure --model {d}/fakemodel --canaries "
          "{d}/none.json --out {d}/OUT --beam 0", "--beam"),
+    Case("exposure-beam-huge", "audit exposure --model {d}/fakemodel --canaries "
+         "{d}/none.json --out {d}/OUT --beam 1000000000", "--beam must be at most 1,000"),
     Case("membership-max-pairs-0", "audit membership --model {d}/fakemodel --members "
          "{d}/good --non-members {d}/good --out {d}/OUT --max-pairs 0", "--max-pairs"),
     Case("membership-model-missing", "audit membership --model {d}/nomodel --members "
@@ -428,3 +451,23 @@ if __name__ == "__main__":
         sys.exit("usage: python3 tests/test_cli_errors.py --table")
     with tempfile.TemporaryDirectory() as tmp:
         print(markdown_table(make_workspace(os.path.join(tmp, "ws"))))
+
+
+def test_the_library_refuses_the_sizes_the_options_refuse(tmp_path):
+    """nmtfrag.limits holds for Python callers too: one InputError, nothing written."""
+    from nmtfrag.audit.canaries import make_canaries
+    from nmtfrag.dp.phrase_release import DPReleaseParams
+    from nmtfrag.errors import InputError
+    from nmtfrag.extract import extract_release
+    from nmtfrag.limits import MAX_CANARIES, MAX_PHRASE_LEN, MAX_UNIT_CAP
+
+    d = make_workspace(str(tmp_path / "ws"))
+    with pytest.raises(InputError, match="--max-len must be between 1 and 100"):
+        extract_release(f"{d}/good.de", f"{d}/good.en", str(tmp_path / "OUT"),
+                        max_len=MAX_PHRASE_LEN + 1)
+    assert not (tmp_path / "OUT").exists()
+    with pytest.raises(InputError, match="--unit-cap must be at most 100,000"):
+        DPReleaseParams(1.0, 1e-6, cap=MAX_UNIT_CAP + 1).check()
+    with pytest.raises(InputError, match="at most 90,000"):
+        make_canaries(MAX_CANARIES // 2 + 1, [1], seed=1)  # with as many unseen
+    assert len(make_canaries(MAX_CANARIES // 2, [1], seed=1)) == MAX_CANARIES

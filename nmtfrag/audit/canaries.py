@@ -35,6 +35,7 @@ from ..corpus import validate_parallel
 from ..errors import InputError
 from ..fileio import (MANIFEST, atomic_writer, check_not_input, prepare_output_dir,
                       sha256_file, tool_versions, write_json)
+from ..limits import MAX_CANARIES, MAX_CANARY_LINES
 from ..randomness import Seed, resolve_seed
 
 DIGITS = [str(d) for d in range(10)]
@@ -99,6 +100,20 @@ def _rng(seed, stream=0):
     return random.Random(seed.value + stream)
 
 
+def _check_sizes(count, repeats, unseen):
+    """Refuse more canaries than there are record numbers (drawing them would loop for
+    ever) and more inserted lines than nmtfrag.limits allows (they are held in memory)."""
+    total = count * len(repeats) + unseen
+    if total > MAX_CANARIES:
+        raise InputError(f"--count {count} × {len(repeats)} repeat values + --unseen "
+                         f"{unseen} = {total:,} canaries: at most {MAX_CANARIES:,} (each "
+                         f"gets a distinct 5-digit record number)")
+    lines = count * sum(repeats)
+    if lines > MAX_CANARY_LINES:
+        raise InputError(f"--count {count} × --repeats {','.join(map(str, repeats))} = "
+                         f"{lines:,} inserted lines: at most {MAX_CANARY_LINES:,}")
+
+
 def make_canaries(count: int, repeats: Sequence[int], seed: int | Seed | None = None,
                   kinds: Sequence[str] = ("dosage", "name"), unseen: int | None = None,
                   templates: dict[str, dict] | None = None) -> list[dict]:
@@ -113,8 +128,9 @@ def make_canaries(count: int, repeats: Sequence[int], seed: int | Seed | None = 
         raise InputError("--count must be at least 1")
     if any(r < 1 for r in repeats):
         raise InputError("--repeats must be positive integers")
-    rng = _rng(seed)
     unseen = count if unseen is None else unseen
+    _check_sizes(count, repeats, unseen)
+    rng = _rng(seed)
     plan = [r for r in repeats for _ in range(count)] + [0] * unseen
     used_ids: set[str] = set()
     used_secrets: set[tuple[str, int]] = set()

@@ -20,12 +20,20 @@
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 from .. import cli_options as opt
 from .. import cli_types as ct
+from ..limits import MAX_BEAM, MAX_CANARIES, MAX_PHRASE_LEN
 
 HELP = ("audit a release (reconstruction attack) or a model (canary exposure, membership "
         "inference); compare runs")
+
+
+def _canaries(low: int) -> Callable[[str], int]:
+    """--count/--unseen: an integer from `low` up to MAX_CANARIES (nmtfrag.limits)."""
+    return ct.int_between(low, MAX_CANARIES, "canaries have distinct 5-digit record "
+                                             "numbers")
 
 
 def _sub(subparsers: argparse._SubParsersAction, name: str, help_text: str,
@@ -74,7 +82,8 @@ def _add_reconstruct(sub: argparse._SubParsersAction) -> None:
                         "1 when no fragment is longer than 2 words)")
     opt.add_pretokenized(r, "the corpus is already Moses-tokenised (default: as recorded "
                             "in the release manifest)", default=None)
-    r.add_argument("--max-len", type=ct.positive_int, default=None, metavar="N",
+    r.add_argument("--max-len", type=ct.int_between(1, MAX_PHRASE_LEN, "extract's largest --max-len"),
+                   default=None, metavar="N",
                    help="max-len of the release (default: from its manifest, else the "
                         "longest fragment)")
     r.add_argument("--write-chains", action="store_true",
@@ -102,11 +111,12 @@ def _add_canaries(sub: argparse._SubParsersAction,
               "--count 20 --repeats 1,10,100 --out canaried/")
     opt.add_parallel_files(ci, "source side of the corpus", "target side", required=True)
     opt.add_out(ci, "output directory")
-    ci.add_argument("--count", type=ct.positive_int, default=20, metavar="N",
-                    help="canaries per repeat value (default: 20)")
+    ci.add_argument("--count", type=_canaries(1), default=20, metavar="N",
+                    help=f"canaries per repeat value (default: 20; at most {MAX_CANARIES:,} "
+                         f"canaries in all, unseen ones included)")
     ci.add_argument("--repeats", default="1,10,100", metavar="LIST",
                     help="comma-separated repeat counts (default: 1,10,100)")
-    ci.add_argument("--unseen", type=ct.nonnegative_int, default=None, metavar="N",
+    ci.add_argument("--unseen", type=_canaries(0), default=None, metavar="N",
                     help="canaries drawn but not inserted (default: --count)")
     ci.add_argument("--kinds", default="dosage,name", metavar="LIST",
                     help="secret kinds, alternating: dosage (6 digits, |R|=10^6), name "
@@ -137,8 +147,8 @@ def _add_exposure(sub: argparse._SubParsersAction) -> None:
                    help="score every candidate when |R| <= N (default: 10000)")
     e.add_argument("--samples", type=ct.positive_int, default=2000, metavar="N",
                    help="candidates sampled for the skew-normal fit (default: 2000)")
-    e.add_argument("--beam", type=ct.positive_int, default=5,
-                   help="beam size for extraction (default: 5)")
+    e.add_argument("--beam", type=ct.int_between(1, MAX_BEAM, opt.BEAM_WHY), default=5,
+                   help=f"beam size for extraction (default: 5; at most {MAX_BEAM})")
     e.add_argument("--batch-size", type=ct.positive_int, default=256, metavar="N",
                    help="candidates scored per forward pass (default: 256)")
     opt.add_threads(e)

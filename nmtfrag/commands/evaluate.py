@@ -24,6 +24,7 @@ import argparse
 
 from .. import cli_options as opt
 from .. import cli_types as ct
+from ..limits import MAX_BOOTSTRAP_SAMPLES
 
 HELP = "translate a test set and report SacreBLEU, chrF, lengths, significance"
 
@@ -48,8 +49,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     help="evaluate only the first N lines")
     io.add_argument("--baseline", metavar="DIR",
                     help="earlier evaluate output on the same test set: paired bootstrap")
-    io.add_argument("--bootstrap-samples", type=ct.positive_int, default=1000, metavar="N",
-                    help="paired-bootstrap resamples against --baseline (default %(default)s)")
+    io.add_argument("--bootstrap-samples", default=1000, metavar="N",
+                    type=ct.int_between(1, MAX_BOOTSTRAP_SAMPLES,
+                                        "memory grows with samples × sentences"),
+                    help=f"paired-bootstrap resamples against --baseline (default "
+                         f"%(default)s; at most {MAX_BOOTSTRAP_SAMPLES:,})")
     io.add_argument("--plot", action="store_true",
                     help="write OUT/lengths.png (output vs reference length)")
     io.add_argument("--name", help="system name in the report (default: model dir name)")

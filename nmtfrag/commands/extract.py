@@ -22,8 +22,12 @@ import argparse
 
 from .. import cli_options as opt
 from .. import cli_types as ct
+from ..limits import MAX_PHRASE_LEN, MAX_UNIT_CAP
 
 HELP = "build a release of shuffled, subsampled phrase pairs from a parallel corpus"
+# the bounds' reasons, as the error line gives them (nmtfrag.limits: the measurements)
+_PHRASE_LEN = ct.int_between(1, MAX_PHRASE_LEN, "a phrase pair that long is a sentence")
+_UNIT_CAP = ct.int_between(1, MAX_UNIT_CAP, "σ grows with √K: a larger cap only adds noise")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -80,9 +84,10 @@ def _add_alignment(al: opt.OptionGroup) -> None:
 
 
 def _add_phrase_pairs(ph: opt.OptionGroup) -> None:
-    ph.add_argument("--max-len", type=ct.positive_int, default=4, metavar="N",
-                    help="maximum words on each side of a phrase pair (default: 4)")
-    ph.add_argument("--min-len", type=ct.positive_int, default=1, metavar="N",
+    ph.add_argument("--max-len", type=_PHRASE_LEN, default=4, metavar="N",
+                    help=f"maximum words on each side of a phrase pair (default: 4; at "
+                         f"most {MAX_PHRASE_LEN})")
+    ph.add_argument("--min-len", type=_PHRASE_LEN, default=1, metavar="N",
                     help="minimum words on each side (default: 1)")
     ph.add_argument("--allow-whole-sentences", action="store_true",
                     help="keep phrase pairs whose source or target side is a whole "
@@ -106,9 +111,10 @@ def _add_dp(dp: opt.OptionGroup) -> None:
     opt.add_epsilon(dp, "ε of the guarantee (required with --dp)")
     opt.add_delta(dp, "δ of the guarantee, below 1/(number of units) (required with "
                       "--dp); half goes to the noise, half to the threshold")
-    dp.add_argument("--unit-cap", type=ct.positive_int, default=16, metavar="K",
-                    help="distinct phrase pairs counted per unit at most (a random subset "
-                         "when it has more); noise grows with √K (default 16)")
+    dp.add_argument("--unit-cap", type=_UNIT_CAP, default=16, metavar="K",
+                    help=f"distinct phrase pairs counted per unit at most (a random subset "
+                         f"when it has more); noise grows with √K (default 16; at most "
+                         f"{MAX_UNIT_CAP:,})")
     opt.add_privacy_unit(dp, "what one guarantee protects (default: sentence, i.e. one "
                              "sentence pair)",
                          "one document id per input line (with --privacy-unit document; "

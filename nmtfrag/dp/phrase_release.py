@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..fileio import sha256_file
+from ..limits import MAX_UNIT_CAP
 from ..randomness import Seed
 from ..release import CollectorRecords, ReleaseWriter
 from . import histogram
@@ -53,6 +54,8 @@ class DPReleaseParams:
 
     def check(self, n_units: int | None = None) -> None:
         histogram.check_params(self.delta, self.cap)
+        if self.cap > MAX_UNIT_CAP:  # nmtfrag.limits: policy_threshold loops to K
+            raise InputError(f"--unit-cap must be at most {MAX_UNIT_CAP:,}, got {self.cap}")
         if self.unit not in UNITS:
             raise InputError(f"--privacy-unit must be one of {', '.join(UNITS)}")
         if self.repeat not in ("count", "once"):
