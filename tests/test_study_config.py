@@ -178,3 +178,15 @@ def test_differences_name_the_key_and_both_values():
 def test_error_lines_name_the_file(ws):
     with pytest.raises(InputError, match=re.escape(str(ws / "missing.toml"))):
         read_config(str(ws / "missing.toml"))
+
+
+def test_a_failed_step_is_named_by_its_last_attempt(tmp_path):
+    from nmtfrag.study.runner import _last_error
+
+    log = tmp_path / "finetune.log"
+    log.write_text("\n$ nmtfrag finetune --out a\nerror: the first attempt's\n"
+                   "\n$ nmtfrag finetune --out a --resume\nsome progress\nKilled\n")
+    assert _last_error(str(log)) == "Killed"
+    log.write_text(log.read_text() + "\n$ nmtfrag finetune --out a --resume\n"
+                   "error: a disk is full\nmore\n")
+    assert _last_error(str(log)) == "error: a disk is full"

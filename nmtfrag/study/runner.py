@@ -143,11 +143,15 @@ class Executor:
 
 
 def _last_error(log: str) -> str | None:
+    """The last attempt's `error:` line (else its last line): the log keeps every attempt,
+    each after its `$ nmtfrag …` line."""
     try:
         with open(log, encoding="utf-8", errors="replace") as f:
             lines = [ln.strip() for ln in f if ln.strip()]
     except OSError:
         return None
+    starts = [k for k, ln in enumerate(lines) if ln.startswith("$ nmtfrag ")]
+    lines = lines[starts[-1] + 1:] if starts else lines
     errors = [ln for ln in lines if ln.startswith("error:")]
     return (errors or lines)[-1] if lines else None
 
