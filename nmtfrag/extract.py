@@ -380,7 +380,7 @@ def extract_release(src: str, tgt: str, out: str, options: ExtractOptions | None
         line_numbers = _tokenise(src, tgt, tok_src, tok_tgt, opts, n_lines, skips,
                                  normalised, timings)
         aligned, source_name, public_record, symmetrise = _align(
-            tok_src, tok_tgt, work, line_numbers, opts, timings)
+            tok_src, tok_tgt, work, line_numbers, opts, timings, seed.reproducible)
         align_path = os.path.join(work, ALIGNMENT_FILE)
         t0, cpu0 = time.perf_counter(), time.process_time()
         before_pass = symmetrise[0]
@@ -459,9 +459,11 @@ def _tokenise(src, tgt, tok_src, tok_tgt, opts, n_lines, skips, normalised, timi
     return line_numbers
 
 
-def _align(tok_src, tok_tgt, work, line_numbers, opts, timings):
+def _align(tok_src, tok_tgt, work, line_numbers, opts, timings, reproducible=False):
     """The align stage: (lazy (line_no, (points, text)) per used pair, the source's name
     for messages, the public aligner's owner record or None, the symmetrise clock).
+    A `reproducible` (seeded) run learns the public model once per public text into the
+    user's cache (nmtfrag.public_align.cached_model): eflomal cannot be seeded.
 
     The alignments are parsed/symmetrised lazily, as extraction reads them: the clock
     (seconds, in a one-item list) keeps counting there."""
@@ -470,7 +472,8 @@ def _align(tok_src, tok_tgt, work, line_numbers, opts, timings):
     if opts.public_aligner:
         aligner, public_record = resolve_aligner(opts.align_public, opts.align_model,
                                                  opts.src_lang, opts.tgt_lang, work,
-                                                 verbose=opts.verbose)
+                                                 verbose=opts.verbose,
+                                                 reproducible=reproducible)
         timings["align_model"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         aligned = _public_alignments(aligner, opts.symmetrize_method, line_numbers,

@@ -33,6 +33,17 @@ What we chose, and why (figures: README, "A release with a guarantee: --dp"):
   every pair depend on the others again). λ = 8, p0 = 0.2 gave the best link F against
   eflomal run on 2,000 EMEA pairs of 36 settings (λ 2–32, p0 0.02–0.5; F 0.59–0.60,
   where two eflomal runs agree at 0.69–0.70): benchmarks/public_align_quality.py.
+* Reproducible runs. eflomal 2.0.0 cannot be seeded (it reads /dev/urandom), so two
+  models learned from the same public text differ, and so did two `extract
+  --align-public PUB --seed N` releases (20,182 and 21,045 occurrences from 500 EMEA
+  pairs). A seeded run that names no --align-model therefore learns the model once per
+  public text into the user's cache ($XDG_CACHE_HOME/nmtfrag/align-models, else
+  ~/.cache/nmtfrag/align-models; `cached_model`, keyed by the public files' hashes, the
+  languages, the line limit, the parameters and the tools' versions) and reuses it
+  after: the same seed, inputs and public text give the same release byte for byte.
+  Aligning with a model is deterministic already. A run with secret randomness learns
+  its model afresh in its private work dir, as before; the model is learned from public
+  text only, so keeping it reveals nothing private.
 """
 from __future__ import annotations
 
@@ -41,6 +52,8 @@ import hashlib
 import json
 import math
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -52,7 +65,7 @@ from .align import ALIGNER_MAX_TOKENS, align_files
 from .corpus import validate_parallel
 from .errors import InputError
 from .fileio import (MANIFEST, atomic_writer, make_output_dir, private_workdir, progress,
-                     sha256_file, write_json)
+                     release_output_lock, sha256_file, tool_versions, write_json)
 from .symmetrize import Point, parse_pharaoh, symmetrize
 from .tokenize import to_tokens
 
@@ -61,6 +74,7 @@ MODEL_FORMAT = 1
 DESCRIPTION = "public model (IBM-2 diagonal, learned on public text)"
 TABLES, VOCAB = "tables.npz", "vocab.json"
 DEFAULT_PUBLIC_LINES = 300_000  # the generic stand-in (262,664 pairs) learns in full
+CACHE_NAME = os.path.join("nmtfrag", "align-models")  # under the user's cache directory
 
 
 class AlignParams:
@@ -370,17 +384,92 @@ def check_sources(align_public: str | None, align_model: str | None, src_lang: s
                          f"or remove it to learn again")
 
 
+def model_cache_root() -> str | None:
+    """Where seeded runs keep the models they learn: $XDG_CACHE_HOME/nmtfrag/align-models,
+    else ~/.cache/nmtfrag/align-models (a relative XDG_CACHE_HOME is ignored, as the XDG
+    base directory specification says); None without a home directory."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+        if not os.path.isabs(base):
+            return None
+    return os.path.join(base, CACHE_NAME)
+
+
+def cache_key(prefix: str, src_lang: str, tgt_lang: str, max_lines: int) -> str:
+    """The cache entry of the model learned from public PREFIX: what decides the model
+    (the public files' contents, the languages, the lines read, the parameters, the
+    code and tools that tokenise and align), hashed."""
+    src, tgt = public_paths(prefix, src_lang, tgt_lang)
+    info = {"kind": MODEL_KIND, "format": MODEL_FORMAT, "nmtfrag": __version__,
+            "src_sha256": sha256_file(src), "tgt_sha256": sha256_file(tgt),
+            "src_lang": src_lang, "tgt_lang": tgt_lang, "max_lines": max_lines,
+            "params": AlignParams().as_dict(),
+            "tools": tool_versions("eflomal", "sacremoses", "numpy")}
+    return hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def cached_model(prefix: str, src_lang: str, tgt_lang: str, work: str, *,
+                 max_lines: int = DEFAULT_PUBLIC_LINES, verbose: bool = False
+                 ) -> tuple[str, bool]:
+    """(model dir, learned now) of the model learned from public PREFIX, kept in the
+    user's cache: learned now into a temporary dir and renamed into place, or the one an
+    earlier seeded run learned (two runs learning at once both use the first one's)."""
+    root = model_cache_root()
+    if root is None:
+        raise InputError("--seed with --align-public keeps the public alignment model in "
+                         "the user's cache, and there is none (neither XDG_CACHE_HOME nor "
+                         "HOME is set): give --align-model DIR as well")
+    path = os.path.join(root, cache_key(prefix, src_lang, tgt_lang, max_lines))
+    if is_model_dir(path):
+        try:
+            read_model_manifest(path)
+            return path, False
+        except InputError:  # a damaged entry: learned again
+            shutil.rmtree(path, ignore_errors=True)
+    try:
+        os.makedirs(root, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".tmp-learn-", dir=root)
+    except OSError as exc:
+        raise InputError(f"--seed with --align-public keeps the public alignment model in "
+                         f"{root}, which cannot be written ({exc.strerror or exc}): give "
+                         f"--align-model DIR as well") from None
+    try:
+        learn_model(prefix, tmp, src_lang=src_lang, tgt_lang=tgt_lang,
+                    max_lines=max_lines, work_dir=work, verbose=verbose)
+        release_output_lock(tmp)
+        try:
+            os.rename(tmp, path)
+        except OSError:
+            if not is_model_dir(path):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # another run learned it first
+            return path, False
+    except BaseException:
+        release_output_lock(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path, True
+
+
 def resolve_aligner(align_public: str | None, align_model: str | None, src_lang: str,
                     tgt_lang: str, work: str, *, max_lines: int = DEFAULT_PUBLIC_LINES,
-                    verbose: bool = False) -> tuple[PublicAligner, dict[str, Any]]:
+                    verbose: bool = False, reproducible: bool = False
+                    ) -> tuple[PublicAligner, dict[str, Any]]:
     """(PublicAligner, owner record) from --align-public / --align-model.
 
     --align-model DIR alone loads DIR; with --align-public too, DIR is learned on first
-    use and reused after; --align-public alone learns into the private work dir."""
+    use and reused after; --align-public alone learns into the private work dir, or, in
+    a `reproducible` (seeded) run, into the user's cache once (`cached_model`)."""
     owner: dict[str, Any] = {"align_public": align_public, "align_model": align_model}
     if align_model and is_model_dir(align_model):
         model_dir = align_model
         owner["learned"] = False
+    elif not align_model and reproducible:
+        assert align_public is not None  # check_sources: else align_model is a model
+        model_dir, owner["learned"] = cached_model(align_public, src_lang, tgt_lang, work,
+                                                   max_lines=max_lines, verbose=verbose)
+        owner["model_cache"] = model_dir
     else:
         model_dir = align_model or os.path.join(work, "align-model")
         assert align_public is not None  # check_sources: else align_model is a model

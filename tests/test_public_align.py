@@ -5,7 +5,8 @@ sentences); a toy model links consistently translated words even against the dia
 a saved model round-trips and a tampered one is refused; under --dp every alignment
 learned from the private corpus is refused before anything is written; adding one unit
 to the corpus leaves every other unit's exact phrase-pair counts unchanged; the shared
-manifest names the alignment source but no path."""
+manifest names the alignment source but no path; two seeded runs release the same bytes,
+whether they learn the public model (once, into the user's cache) or are given one."""
 import json
 import os
 import random
@@ -187,3 +188,54 @@ def test_align_public_learns_into_model_dir_once_and_the_manifest_names_no_path(
     assert main(["align-model", "--public", prefix, "--out", str(tmp_path / "m2")]) == 0
     assert PublicAligner(str(tmp_path / "m2")).manifest["public"] == first["public"]
     assert main(["align-model", "--public", prefix, "--out", str(tmp_path / "m2")]) == 2
+
+
+def _seeded_extract(out, prefix=None, model=None, *extra):
+    argv = ["extract", "--src", os.path.join(DEMO, "train.de"), "--tgt",
+            os.path.join(DEMO, "train.en"), "--out", str(out), "--seed", "3", *extra]
+    argv += ["--align-public", prefix] if prefix else []
+    argv += ["--align-model", model] if model else []
+    assert main(argv) == 0
+    return {name: (out / name).read_bytes() for name in sorted(os.listdir(out))
+            if os.path.isfile(out / name)}
+
+
+def test_seeded_release_learning_its_public_model_is_reproducible(public_align_model,
+                                                                    tmp_path, monkeypatch):
+    """eflomal cannot be seeded: a seeded run learns the public model once into the
+    user's cache and reuses it, so two seeded runs release the same bytes; a run with
+    secret randomness learns its own model in its work dir, as before."""
+    _, prefix = public_align_model
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    first = _seeded_extract(tmp_path / "r1", prefix, None, "--sample-rate", "0.5")
+    again = _seeded_extract(tmp_path / "r2", prefix, None, "--sample-rate", "0.5")
+    assert {"phrases.de", "phrases.en", "manifest.json"} <= set(first)
+    assert first == again  # every released file, byte for byte
+    owners = [json.loads((tmp_path / r / "owner" / "manifest.json").read_text())
+              ["public_aligner"] for r in ("r1", "r2")]
+    assert [o["learned"] for o in owners] == [True, False]
+    entry = owners[0]["model_cache"]
+    assert entry == owners[1]["model_cache"]
+    assert entry.startswith(str(cache / "nmtfrag" / "align-models") + os.sep)
+    assert owners[0]["model_sha256"] == PublicAligner(entry).model_id
+    shipped = (tmp_path / "r1" / "manifest.json").read_text()
+    assert str(tmp_path) not in shipped  # the cache's path stays with the owner
+    entries = sorted(os.listdir(os.path.dirname(entry)))
+    assert main(["extract", "--src", os.path.join(DEMO, "train.de"), "--tgt",
+                 os.path.join(DEMO, "train.en"), "--out", str(tmp_path / "secret"),
+                 "--align-public", prefix]) == 0
+    assert sorted(os.listdir(os.path.dirname(entry))) == entries  # the cache untouched
+    secret = json.loads((tmp_path / "secret" / "owner" / "manifest.json").read_text())
+    assert secret["public_aligner"]["learned"] and "model_cache" not in \
+        secret["public_aligner"]
+
+
+def test_seeded_dp_release_with_a_kept_model_is_reproducible(public_align_model,
+                                                             tmp_path):
+    model, _ = public_align_model
+    argv = ("--dp", "--epsilon", "8", "--delta", "1e-4", "--unit-cap", "8")
+    first = _seeded_extract(tmp_path / "r1", None, model, *argv)
+    again = _seeded_extract(tmp_path / "r2", None, model, *argv)
+    assert {"phrases.de", "phrases.en", "manifest.json", "privacy.json"} <= set(first)
+    assert first == again

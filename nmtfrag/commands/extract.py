@@ -100,7 +100,10 @@ def _add_phrase_pairs(ph: opt.OptionGroup) -> None:
                     help="wrap each side as '<P> ... </P>' (separate tokens); input "
                          "that already holds the token <P> or </P> is refused")
     opt.add_seed(ph, "make the release reproducible: with the same alignment it is "
-                     "identical byte for byte. NOT private: whoever learns the seed can "
+                     "identical byte for byte (eflomal cannot be seeded: keep the "
+                     "alignment with --keep-alignments; with --align-public and no "
+                     "--align-model, the public model is learned once into the user's "
+                     "cache, $XDG_CACHE_HOME/nmtfrag/align-models, and reused). NOT private: whoever learns the seed can "
                      "undo the shuffle; it is written only to OUT/owner/ and the release "
                      "manifest says 'not private' (default: secret randomness from the "
                      "operating system)")
