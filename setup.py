@@ -66,6 +66,9 @@ setup(
         "test": ["pytest", "hypothesis", "dp-accounting", "mypy>=2.4,<3"],
         # `--engine ctranslate2` for evaluate/translate (nmtfrag/ct2_engine.py)
         "ct2": ["ctranslate2==4.8.5"],
+        # the docs site: `mkdocs serve` with mkdocs.yml (checked with mkdocs-material 9.8;
+        # brings mkdocs and pymdown-extensions); CI does not install it
+        "docs": ["mkdocs-material>=9.5,<10"],
     },
     entry_points={"console_scripts": ["nmtfrag=nmtfrag.cli:main"]},
     ext_modules=extensions(),
