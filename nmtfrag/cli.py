@@ -19,7 +19,7 @@ import sys
 from typing import Any, Iterable, NoReturn, Optional, Sequence
 
 from . import __version__
-from .errors import InputError
+from .errors import InputError, interruption_note
 
 # (subcommand, module) in the order `nmtfrag --help` lists them.
 COMMANDS = [
@@ -134,6 +134,13 @@ def _os_error_line(exc):
     return f"error: {where}: {reason}" if where else f"error: {reason}"
 
 
+def _interrupted(exc):
+    """The one line of a run stopped by SIGINT or SIGTERM: what it kept and how to go on,
+    where the command said (nmtfrag.errors.note_interruption)."""
+    note = interruption_note(exc)
+    return one_line(f"error: interrupted: {note}" if note else "error: interrupted")
+
+
 def _fail(message, user_error):
     """Print the one error line and remove any output directory this run created."""
     from .fileio import remove_created_outputs
@@ -173,8 +180,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except InputError as exc:
         _fail(f"error: {exc}", user_error=True)
         return 2
-    except KeyboardInterrupt:
-        _fail("error: interrupted", user_error=False)
+    except KeyboardInterrupt as exc:  # Ctrl-C: a resumable run says what it kept
+        _fail(_interrupted(exc), user_error=False)
         return 130
     except BrokenPipeError:  # e.g. `nmtfrag stats ... | head` closed the pipe early
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -193,6 +200,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if exc.code not in (0, None):  # SIGTERM, or a library's own exit
             from .fileio import remove_created_outputs
 
+            if interruption_note(exc):  # a resumable run stopped by SIGTERM
+                print(_interrupted(exc), file=sys.stderr)
             remove_created_outputs(user_error=False)
         raise
     except Exception as exc:

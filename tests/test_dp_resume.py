@@ -104,3 +104,157 @@ def test_identity_differences_name_each_setting():
     assert resume.identity_differences(a, b) == [
         "config.lr: was 1, now 2", "config.params.kind: was 'all', now 'lora'"]
     assert resume.identity_differences(a, a) == []
+
+
+# --- a run stopped by SIGINT/SIGTERM saves its last whole step (issue 31, item 6) --------
+
+def _stop_during_step(monkeypatch, step, stop):
+    """Call `stop()` in the first physical batch of noisy step `step` (1-based): after
+    that step's Poisson sample is drawn and before its update, as a signal would."""
+    from nmtfrag.dp import sgd
+
+    drawn, plain_draw, plain_accumulate = [0], sgd.poisson_indices, sgd.DPSGD.accumulate
+
+    def draw(*a, **k):
+        drawn[0] += 1
+        return plain_draw(*a, **k)
+
+    def accumulate(self, *a, **k):
+        if drawn[0] == step:
+            drawn[0] = -1  # once
+            stop()
+        return plain_accumulate(self, *a, **k)
+
+    monkeypatch.setattr(sgd, "poisson_indices", draw)
+    monkeypatch.setattr(sgd.DPSGD, "accumulate", accumulate)
+
+
+def _same_run(a, b):
+    sa, sb = _state(a), _state(b)
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert _log(a) == _log(b)
+    ca, cb = (json.loads((d / "privacy.json").read_text())["training"] for d in (a, b))
+    assert ca["history"] == cb["history"] and ca["epsilon"] == cb["epsilon"]
+
+
+@pytest.fixture(scope="module")
+def whole_run(tiny_dir, tmp_path_factory):
+    """The uninterrupted run the stopped ones must end as (dropout on, seed 3)."""
+    root, base = tiny_dir
+    out = tmp_path_factory.mktemp("whole") / "out"
+    dp_finetune(_job(root, base, out), _config())
+    return out
+
+
+@pytest.mark.parametrize("stopped_in", [1, 3])
+def test_ctrl_c_before_the_first_save_keeps_the_last_whole_step(tiny_dir, whole_run,
+                                                                tmp_path, monkeypatch,
+                                                                stopped_in):
+    root, base = tiny_dir
+    cut = tmp_path / "cut"
+
+    def ctrl_c():
+        raise KeyboardInterrupt  # what Python's SIGINT handler raises
+
+    _stop_during_step(monkeypatch, stopped_in, ctrl_c)
+    with pytest.raises(KeyboardInterrupt) as stopped:  # saving every 10 steps: none yet
+        dp_finetune(_job(root, base, cut, save_every=10), _config())
+    monkeypatch.undo()
+    done = stopped_in - 1
+    state = torch.load(resume.state_path(str(cut)), weights_only=False)
+    assert state["step"] == done and len(state["records"]) == len(_log(cut)) == done
+    assert state["history"] == ([[1.0, 0.25, done]] if done else [])  # the steps taken
+    assert stat.S_IMODE(os.stat(resume.state_path(str(cut))).st_mode) == 0o600
+    note = stopped.value.nmtfrag_note
+    assert note == (f"{cut} keeps the DP run's state at step {done} of 5; continue with "
+                    f"--resume (the same command and options)")
+    dp_finetune(_job(root, base, cut, resume=True), _config())
+    _same_run(cut, whole_run)  # the stopped step's sample, dropout and noise drawn again
+
+
+def test_sigterm_waits_for_the_update_and_the_cli_says_what_out_keeps(
+        tiny_dir, whole_run, tmp_path, monkeypatch, capsys):
+    """SIGTERM during a step's update (noise, optimizer step) takes effect once the step
+    is whole: the run saves that step and `finetune --dp` says so; --resume finishes it
+    as the uninterrupted run."""
+    import signal
+
+    from nmtfrag.cli import main
+    from nmtfrag.dp import sgd
+
+    root, base = tiny_dir
+    argv = ["finetune", "--model", base, "--train", str(root / "train.de"),
+            str(root / "train.en"), "--valid-src", str(root / "valid.de"), "--valid-tgt",
+            str(root / "valid.en"), "--pretokenized", "--threads", "1", "-q", "--dp",
+            "--delta", "1e-3", "--noise-multiplier", "1", "--sample-rate", "0.25",
+            "--physical-batch", "16", "--dp-steps", "5", "--seed", "3"]
+    assert main(argv + ["--out", str(tmp_path / "whole")]) == 0
+    plain_step, steps = sgd.DPSGD.step, [0]
+
+    def step_killed_in_its_update(self):
+        steps[0] += 1
+        if steps[0] == 3:
+            os.kill(os.getpid(), signal.SIGTERM)  # nmtfrag.cli: SystemExit(143)
+        return plain_step(self)
+
+    monkeypatch.setattr(sgd.DPSGD, "step", step_killed_in_its_update)
+    capsys.readouterr()
+    cut = tmp_path / "cut"
+    with pytest.raises(SystemExit) as stopped:
+        main(argv + ["--out", str(cut)])
+    monkeypatch.undo()
+    assert stopped.value.code == 128 + signal.SIGTERM
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"error: interrupted: {cut} keeps the DP run's state at step 3 of 5; "
+                       f"continue with --resume (the same command and options)")
+    assert torch.load(resume.state_path(str(cut)), weights_only=False)["step"] == 3
+    assert main(argv + ["--out", str(cut), "--resume"]) == 0
+    _same_run(cut, tmp_path / "whole")
+
+
+def test_a_second_signal_stops_at_once_keeping_the_last_saved_state(tiny_dir, tmp_path,
+                                                                     monkeypatch):
+    from nmtfrag.dp import sgd
+
+    root, base = tiny_dir
+    cut = tmp_path / "cut"
+    plain_step, steps = sgd.DPSGD.step, [0]
+
+    def step_asked_twice(self):
+        steps[0] += 1
+        if steps[0] == 3:
+            import signal
+
+            signal.raise_signal(signal.SIGINT)  # held until the update is whole ...
+            signal.raise_signal(signal.SIGINT)  # ... unless asked again: stop now
+        return plain_step(self)
+
+    monkeypatch.setattr(sgd.DPSGD, "step", step_asked_twice)
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        dp_finetune(_job(root, base, cut, save_every=2), _config())
+    # step 3 was left half-done: nothing of it is saved, the state is step 2's
+    assert torch.load(resume.state_path(str(cut)), weights_only=False)["step"] == 2
+    assert "state at step 2 of 5" in stopped.value.nmtfrag_note
+
+
+def test_a_run_stopped_before_training_says_there_is_nothing_to_resume(tiny_dir, tmp_path,
+                                                                      monkeypatch):
+    from nmtfrag.dp import engine
+
+    root, base = tiny_dir
+
+    def ctrl_c(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "set_up_model", ctrl_c)
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        dp_finetune(_job(root, base, tmp_path / "cut"), _config())
+    assert stopped.value.nmtfrag_note == (
+        f"{tmp_path / 'cut'} holds no saved state of the DP run (it stopped before its "
+        f"first noisy step, or --dp-save-every is 0): run the same command again, "
+        f"without --resume, to start over")
+    monkeypatch.undo()
+    with pytest.raises(InputError, match="no interrupted DP run"):
+        dp_finetune(_job(root, base, tmp_path / "cut", resume=True), _config(steps=1))
+    dp_finetune(_job(root, base, tmp_path / "cut"), _config(steps=1))  # starts over
+    assert (tmp_path / "cut" / "manifest.json").is_file()

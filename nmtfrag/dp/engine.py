@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from .. import trainable, training_data
 from ..binarize import fairseq_log_level
 from ..corpus import scan_text_file
-from ..errors import InputError
+from ..errors import InputError, note_interruption
 from ..fileio import (MANIFEST, OWNER_DIR, atomic_writer, owner_path, prepare_output_dir,
                       private_workdir, read_json, tool_versions, write_json,
                       write_owner_json)
@@ -469,6 +469,18 @@ def dp_finetune(job: FineTuneJob, config: DPConfig) -> dict:
     documents = early_unit_checks(config, sources)
     prior = PriorPrivacy.of_base_model(md.path, config)
     out, hashes = open_output(job, config, md, sources, documents is not None)
+    try:
+        return _train_and_write(job, config, seed, sources, md, documents, prior, out,
+                                hashes)
+    except (KeyboardInterrupt, SystemExit) as exc:  # SIGINT, SIGTERM: say what OUT keeps
+        note_interruption(exc, resume.interruption_note(out, job.out))
+        raise
+
+
+def _train_and_write(job: FineTuneJob, config: DPConfig, seed: Seed,
+                     sources: TrainingSources, md: ModelDir, documents: list[str] | None,
+                     prior: PriorPrivacy, out: str, hashes: dict[str, str]) -> dict:
+    """dp_finetune once OUT is open: prepare, train, certify, write OUT."""
     t0 = time.time()
     with private_workdir(keep=job.keep_work, prefix="nmtfrag-dp-") as work:
         layout = WorkLayout(work)
@@ -724,6 +736,7 @@ def train(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSetup
     log = StepLog(owner_path(out, "train.log"), plan.steps, max(1, job.log_interval or 50),
                   job.quiet)
     t_train = time.time()
+    checkpointer = resume.Checkpointer(resume.state_path(out), job.save_every, job.resume)
     train_kwargs = dict(
         steps=plan.steps, rate_of_step=step_rates(config, plan.train_segments, plan.n_plan),
         divisor_units=plan.n_plan,
@@ -734,13 +747,17 @@ def train(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSetup
         valid_fn=(None if job.world_size > 1 else functools.partial(_valid_bits,
                                                                      valid_ds, ls)),
         valid_every=config.valid_every, clipping=setup.clipping,
-        checkpointer=resume.Checkpointer(resume.state_path(out), job.save_every,
-                                         job.resume),
+        checkpointer=checkpointer,
         warmup_steps=config.warmup_steps, clip_mode=config.clip_mode, loss=config.loss,
         allow_zero_noise=simulate.mode(config) == "control")
-    records, history = run_training(setup.model, train_ds, units, train_kwargs,
-                                    world_size=job.world_size, device=device,
-                                    work=work, threads=job.threads)
+    try:
+        records, history = run_training(setup.model, train_ds, units, train_kwargs,
+                                        world_size=job.world_size, device=device,
+                                        work=work, threads=job.threads)
+    except (KeyboardInterrupt, SystemExit) as exc:  # train_dp saved its last whole step
+        note_interruption(exc, resume.interruption_note(out, job.out, checkpointer.step,
+                                                        plan.steps))
+        raise
     return RunRecord(records, history, time.time() - t_train)
 
 

@@ -12,15 +12,23 @@ generator states are as secret as the noise itself: they stay with the owner, an
 file is removed once the run has finished. A seeded run's seed goes to
 OUT/owner/dp-run.json with the rest of the run's identity.
 
+A run stopped by SIGINT (Ctrl-C) or SIGTERM (`kill`, a scheduler) saves the same state
+on its way out, as of its last whole noisy step (nmtfrag.dp.sgd.train_dp): signals wait
+while a step's update is under way (`signals_held`), and the generators' states are
+those the step began with, so the resumed run draws that step's Poisson sample, dropout
+masks and noise again, exactly as an uninterrupted run draws them. The saved history is
+the steps taken, nothing more. `interruption_note` says what OUT keeps.
+
 The identity (hashes of the model and data files, every setting that changes what is
 trained or how) is written to OUT/owner/dp-run.json before training; `--resume` with
 different settings is refused with an error naming what differs.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol
 
 from ..errors import InputError
@@ -182,19 +190,96 @@ class Interrupted(BaseException):
     """Raised by Checkpointer.stop_after (tests): a kill at a chosen step."""
 
 
-def capture(step: int, params: Sequence[torch.Tensor], optimizer: torch.optim.Optimizer,
-            rng: np.random.Generator, generator: torch.Generator,
-            history: Iterable[Iterable[float]], records: Iterable[dict]) -> State:
-    """Everything a later process needs to continue after noisy step `step`."""
+def generator_states(rng: np.random.Generator, generator: torch.Generator) -> State:
+    """Copies of the states of the sampling generator (numpy), the noise generator and
+    torch's global generators, as `capture` saves them."""
     import torch
 
-    return {"step": step, "params": [p.detach().cpu().clone() for p in params],
-            "optimizer": optimizer.state_dict(), "history": [list(h) for h in history],
-            "records": list(records), "sampling_rng": rng.bit_generator.state,
+    return {"sampling_rng": rng.bit_generator.state,
             "noise_generator": generator.get_state(),
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": (torch.cuda.get_rng_state_all() if torch.cuda.is_available()
                          else None)}
+
+
+def capture(step: int, params: Sequence[torch.Tensor], optimizer: torch.optim.Optimizer,
+            rng: np.random.Generator, generator: torch.Generator,
+            history: Iterable[Iterable[float]], records: Iterable[dict],
+            generators: Optional[State] = None,
+            lrs: Optional[Sequence[float]] = None) -> State:
+    """Everything a later process needs to continue after noisy step `step`.
+
+    `generators` (from `generator_states`) and `lrs` (each parameter group's learning
+    rate) are the ones noted when step `step` ended, for a run stopped during the next
+    step: the generators have moved since, and the learning rate may have been set for
+    it (a resumed run sets it again; kept as the periodic save keeps it)."""
+    opt_state = optimizer.state_dict()
+    for group, lr in zip(opt_state["param_groups"], lrs or ()):
+        group["lr"] = lr  # state_dict's groups are copies: the optimizer is unchanged
+    state: State = {"step": step, "params": [p.detach().cpu().clone() for p in params],
+                    "optimizer": opt_state, "history": [list(h) for h in history],
+                    "records": list(records)}
+    state.update(generators if generators is not None else generator_states(rng, generator))
+    return state
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block ends, then act as they would have: a noisy
+    step's update (noise drawn, parameters and optimizer moved, history and records
+    extended) is whole, or not begun, when a run stops. A second signal during the block
+    acts at once (the state saved on the way out is then the last periodic one). Outside
+    the main thread, or where a handler was not set from Python, the block runs as is."""
+    import signal
+    import threading
+
+    signums = (signal.SIGINT, signal.SIGTERM)
+    old = {s: signal.getsignal(s) for s in signums}
+    if threading.current_thread() is not threading.main_thread() or \
+            any(h is None for h in old.values()):
+        yield
+        return
+    pending: list[signal.Signals] = []
+
+    def hold(signum, frame):
+        if pending:  # asked twice: stop now
+            _deliver(signum, old[signum], frame)
+        pending.append(signal.Signals(signum))
+
+    for s in signums:
+        signal.signal(s, hold)
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    if pending:
+        _deliver(pending[0], old[pending[0]], None)
+
+
+def _deliver(signum, handler, frame):
+    """Act on `signum` as `handler` (the one signals_held replaced) would have."""
+    import signal
+
+    signal.signal(signum, handler)
+    if callable(handler):
+        handler(signum, frame)  # Python's KeyboardInterrupt, the CLI's SystemExit
+    elif handler == signal.SIG_DFL:
+        signal.raise_signal(signum)
+
+
+def interruption_note(out: str, shown: str, step: Optional[int] = None,
+                      total: Optional[int] = None) -> str:
+    """What an interrupted DP run left in OUT (`shown`: OUT as the user gave it) and how
+    to continue it; `step`: the step of the state this process saved or loaded, if any."""
+    if os.path.isfile(state_path(out)):
+        at = (f"at step {step}" + (f" of {total}" if total else "")
+              if step is not None else "as last saved")
+        return (f"{shown} keeps the DP run's state {at}; continue with --resume (the "
+                f"same command and options)")
+    return (f"{shown} holds no saved state of the DP run (it stopped before its first "
+            f"noisy step, or --dp-save-every is 0): run the same command again, without "
+            f"--resume, to start over")
 
 
 def restore(state: Mapping[str, Any], params: Sequence[torch.Tensor],
@@ -228,13 +313,16 @@ class Checkpointer:
     def __init__(self, path: str, every: Optional[int] = 10, resume: bool = False) -> None:
         self.path, self.every, self.resume = path, int(every or 0), resume
         self.last = time.time()
+        self.step: Optional[int] = None  # of the state in `path` this process saved or loaded
 
     def load(self) -> Optional[State]:
         import torch
 
         if not self.resume:
             return None
-        return torch.load(self.path, map_location="cpu", weights_only=False)
+        state = torch.load(self.path, map_location="cpu", weights_only=False)
+        self.step = state["step"]
+        return state
 
     def after_step(self, step: int, total: int, get_state: Callable[[], State],
                    rank: int = 0) -> None:
@@ -254,3 +342,10 @@ class Checkpointer:
         with atomic_writer(self.path, "wb", private=True) as f:
             torch.save(state, f)
         self.last = time.time()
+        self.step = state["step"]
+
+    def save_interrupted(self, state: State, rank: int = 0) -> None:
+        """Save the state of the last whole step of a run stopped by a signal (unless
+        saving is off: `every` 0). Only rank 0 writes."""
+        if rank == 0 and self.every:
+            self.save(state)

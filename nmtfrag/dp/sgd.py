@@ -40,6 +40,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,12 +48,10 @@ import torch
 
 from ..errors import InputError
 from ..randomness import Seed, resolve_seed
-from . import fairseq_opacus
+from . import fairseq_opacus, resume
 
-if TYPE_CHECKING:  # fairseq and the resume module are imported where they run
+if TYPE_CHECKING:  # fairseq is imported where it runs
     from fairseq.data import LanguagePairDataset
-
-    from .resume import Checkpointer
 
 
 def to_device(sample: dict, device: torch.device | str) -> dict:
@@ -413,7 +412,8 @@ def train_dp(model: torch.nn.Module, dataset: LanguagePairDataset, *, steps: int
              valid_fn: Callable[[torch.nn.Module], float] | None = None,
              valid_every: int = 0, units: Sequence[Sequence[int]] | None = None,
              clipping: str = "hooks", max_tokens: int | None = None,
-             divisor_units: int | None = None, checkpointer: Checkpointer | None = None,
+             divisor_units: int | None = None,
+             checkpointer: resume.Checkpointer | None = None,
              warmup_steps: int = 0, clip_mode: str = "clip", loss: str = "sum",
              allow_zero_noise: bool = False
              ) -> tuple[list[dict], list[tuple[float, float, int]], DPSGD]:
@@ -426,7 +426,9 @@ def train_dp(model: torch.nn.Module, dataset: LanguagePairDataset, *, steps: int
     scale does not depend on the exact n; default: n).
 
     `checkpointer` (nmtfrag.dp.resume.Checkpointer) saves the state every few steps and,
-    resuming, continues from the saved one; `warmup_steps` raises the learning rate
+    when SIGINT or SIGTERM stops the run, that of its last whole step (a signal waits
+    while a step's update is under way: resume.signals_held); resuming, the run
+    continues from the saved one; `warmup_steps` raises the learning rate
     linearly over the first steps (lr_at); `clip_mode` "normalize" scales every
     gradient to norm < C (nmtfrag.dp.clipping.normalize_factors); `loss` "mean" trains
     on each pair's mean token loss instead of its sum; `allow_zero_noise` permits σ = 0
@@ -450,48 +452,73 @@ def train_dp(model: torch.nn.Module, dataset: LanguagePairDataset, *, steps: int
     start = 0
     saved = checkpointer.load() if checkpointer is not None else None
     if saved is not None:
-        from . import resume
-
         start, history, records = resume.restore(saved, params, opt, rng, dp.generator)
         if log is not None and hasattr(log, "restart"):
             log.restart(records)
     model.train()
-    for t in range(start, steps):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(lr, warmup_steps, t)
-        q = rate_of_step(t)
-        dp.expected_batch_size = q * m
-        t0 = time.time()
-        idx = poisson_indices(n, q, rng)
-        if units is None:
-            for chunk in physical_batches(idx, physical_batch, sizes,
-                                          max_tokens)[rank::world]:
-                dp.accumulate(dataset.collater([dataset[i] for i in chunk]))
-        else:  # each process takes whole units
-            for chunk, unit_of in unit_batches(idx[rank::world], units, physical_batch,
-                                               sizes, max_tokens):
-                dp.accumulate(dataset.collater([dataset[i] for i in chunk]), unit_of)
-                dp.close_units(keep=unit_of[chunk[-1]])
-        rec = dp.step()
-        rec.update(step=t + 1, sample_rate=q, seconds=time.time() - t0)
-        if history and history[-1][1] == q:
-            history[-1][2] += 1
-        else:
-            history.append([noise_multiplier, q, 1])
-        if valid_fn is not None and valid_every and (t + 1) % valid_every == 0:
-            dp.gsm.disable_hooks()
-            rec["valid_loss"] = valid_fn(model)
-            model.train()
-        records.append(rec)
-        if log:
-            log(rec)
-        if checkpointer is not None:
-            from . import resume
-
-            checkpointer.after_step(t + 1, steps, lambda: resume.capture(
-                t + 1, params, opt, rng, dp.generator, history, records), rank)
+    # the last whole step (None while a step's update is under way): what a run stopped
+    # by a signal saves, with the generators' and learning rates' states it ended with
+    whole: _WholeStep | None = _WholeStep.after(start, rng, dp.generator, opt)
+    try:
+        for t in range(start, steps):
+            for group in opt.param_groups:
+                group["lr"] = lr_at(lr, warmup_steps, t)
+            q = rate_of_step(t)
+            dp.expected_batch_size = q * m
+            t0 = time.time()
+            idx = poisson_indices(n, q, rng)
+            if units is None:
+                for chunk in physical_batches(idx, physical_batch, sizes,
+                                              max_tokens)[rank::world]:
+                    dp.accumulate(dataset.collater([dataset[i] for i in chunk]))
+            else:  # each process takes whole units
+                for chunk, unit_of in unit_batches(idx[rank::world], units, physical_batch,
+                                                   sizes, max_tokens):
+                    dp.accumulate(dataset.collater([dataset[i] for i in chunk]), unit_of)
+                    dp.close_units(keep=unit_of[chunk[-1]])
+            with resume.signals_held():  # the update is whole or not begun
+                whole = None
+                rec = dp.step()
+                rec.update(step=t + 1, sample_rate=q, seconds=time.time() - t0)
+                if history and history[-1][1] == q:
+                    history[-1][2] += 1
+                else:
+                    history.append([noise_multiplier, q, 1])
+                if valid_fn is not None and valid_every and (t + 1) % valid_every == 0:
+                    dp.gsm.disable_hooks()
+                    rec["valid_loss"] = valid_fn(model)
+                    model.train()
+                records.append(rec)
+                if log:
+                    log(rec)
+                whole = _WholeStep.after(t + 1, rng, dp.generator, opt)
+            if checkpointer is not None:
+                checkpointer.after_step(t + 1, steps, lambda: resume.capture(
+                    t + 1, params, opt, rng, dp.generator, history, records), rank)
+    except (KeyboardInterrupt, SystemExit):  # SIGINT, SIGTERM (nmtfrag.cli)
+        if checkpointer is not None and whole is not None:
+            checkpointer.save_interrupted(resume.capture(
+                whole.step, params, opt, rng, dp.generator, history, records,
+                generators=whole.generators, lrs=whole.lrs), rank)
+        raise
     dp.gsm.disable_hooks()
     return records, [tuple(h) for h in history], dp
+
+
+@dataclass(frozen=True)
+class _WholeStep:
+    """A run's state after its noisy step `step`, beside what the parameters, the
+    optimizer, the history and the records hold: the generators' states
+    (resume.generator_states) and each parameter group's learning rate."""
+    step: int
+    generators: dict
+    lrs: list[float]
+
+    @classmethod
+    def after(cls, step: int, rng: np.random.Generator, generator: torch.Generator,
+              opt: torch.optim.Optimizer) -> _WholeStep:
+        return cls(step, resume.generator_states(rng, generator),
+                   [group["lr"] for group in opt.param_groups])
 
 
 def lr_at(lr: float, warmup_steps: int, step: int) -> float:
