@@ -28,12 +28,15 @@ checkpoint becomes OUT/model.pt, so the budget and the kept checkpoint depend on
 training data and fixed settings only (for a DP release: nothing outside its ε).
 
 A run killed half-way is continued with `FineTuneJob.resume` from OUT/checkpoints/checkpoint_last.pt
-(optimizer, scheduler, data iterator and meters restored by fairseq).
+(optimizer, scheduler, data iterator and meters restored by fairseq). A run stopped by
+SIGINT or SIGTERM says which checkpoint OUT keeps (fairseq saves one at the end of each
+epoch, or every --validate-every updates), or that it keeps none yet.
 """
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import sys
 import time
@@ -41,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict
 
 from . import training_data
-from .errors import InputError
+from .errors import InputError, note_interruption
 from .fileio import (MANIFEST, atomic_writer, lock_output_dir, prepare_output_dir,
                      public_name, read_json, tool_versions, write_json)
 from .finetune_job import FineTuneJob
@@ -198,6 +201,7 @@ class _LogCapture(logging.Handler):
                                             "%(message)s", "%Y-%m-%d %H:%M:%S"))
         self.valid: list[dict[str, float | None]] = []
         self.loaded: list[str] = []
+        self.saved: str | None = None  # "epoch E, U updates" of fairseq's last save
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = record.getMessage()
@@ -213,6 +217,9 @@ class _LogCapture(logging.Handler):
                 pass
         if msg.startswith("Loaded checkpoint"):
             self.loaded.append(msg)
+        saved = re.match(r"Saved checkpoint .*\(epoch (\d+) @ (\d+) updates", msg)
+        if saved:  # logged once the checkpoint and its copies are written
+            self.saved = f"epoch {saved.group(1)}, {saved.group(2)} updates"
 
     def close(self) -> None:
         self.file.close()
@@ -454,6 +461,16 @@ def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
     sources.check_files()  # before the model is loaded: they read no text
     md = training_data.base_model(job)
     dirs = open_run_dirs(job, md, sources)
+    try:
+        return _prepare_train_keep(job, config, device, sources, md, dirs)
+    except (KeyboardInterrupt, SystemExit) as exc:  # SIGINT, SIGTERM: say what OUT keeps
+        note_interruption(exc, interruption_note(dirs, job.out))
+        raise
+
+
+def _prepare_train_keep(job: FineTuneJob, config: FineTuneConfig, device: str,
+                        sources: TrainingSources, md: ModelDir, dirs: RunDirs) -> dict:
+    """finetune once OUT is open: prepare the data, train, keep the chosen checkpoint."""
     if job.threads:
         import torch
 
@@ -602,10 +619,25 @@ def train(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
     t_train = time.time()
     try:
         run_fairseq_train(cfg, config.trained())
+    except (KeyboardInterrupt, SystemExit) as exc:  # the last save's epoch, from the log
+        note_interruption(exc, interruption_note(dirs, job.out, handler.saved))
+        raise
     finally:
         _detach(handler, attached)
         handler.close()
     return TrainingOutcome(argv, handler.valid, time.time() - t_train, earlier)
+
+
+def interruption_note(dirs: RunDirs, shown: str, saved: str | None = None) -> str:
+    """What an interrupted run left in OUT (`shown`: OUT as the user gave it) and how to
+    continue it; `saved`: the epoch and updates of fairseq's last save, when known."""
+    if os.path.isfile(dirs.last):
+        at = f" ({saved})" if saved else ""
+        return (f"{shown} keeps the run's last checkpoint{at}, {CKPT}/checkpoint_last.pt; "
+                f"continue with --resume (the same command and options)")
+    return (f"{shown} holds no checkpoint of the run yet (fairseq saves one at the end of "
+            f"each epoch, or every --validate-every updates): run the same command again, "
+            f"without --resume, to start over")
 
 
 def earlier_training_seconds(last: str) -> float:

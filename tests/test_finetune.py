@@ -390,3 +390,57 @@ def test_a_run_that_ends_worse_than_it_started_says_so():
     assert loss_note(dict(worse, valid_loss_best=3.1, worse_than_before=False)) is None
     assert loss_note({"valid_loss_before": None, "valid_loss_best": 3.1,
                       "worse_than_before": None}) is None
+
+
+def _ctrl_c_argv(tiny_model_dir, data, out):
+    return ["finetune", "--model", tiny_model_dir, "--train", *data["train"], "--valid-src",
+            data["valid"][0], "--valid-tgt", data["valid"][1], "--out", out,
+            "--max-tokens", "600", "--lr", "0.003", "--validate-every", "4", "--threads",
+            "1", "--device", "cpu", "-q", "--patience", "-1", "--max-updates", "8"]
+
+
+def test_ctrl_c_says_which_checkpoint_out_keeps(tiny_model_dir, data, tmp_path, monkeypatch,
+                                               capsys):
+    """Ctrl-C on finetune: one line saying what OUT keeps (fairseq's last checkpoint, its
+    epoch and updates) and how to continue (issue 31, item 6)."""
+    from nmtfrag.cli import main
+
+    out = str(tmp_path / "ft")
+    plain_emit = finetune_module._LogCapture.emit
+
+    def ctrl_c_after_the_first_save(self, record):
+        plain_emit(self, record)
+        if self.saved:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(finetune_module._LogCapture, "emit", ctrl_c_after_the_first_save)
+    capsys.readouterr()
+    assert main(_ctrl_c_argv(tiny_model_dir, data, out)) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"error: interrupted: {out} keeps the run's last checkpoint (epoch 1, "
+                       f"4 updates), checkpoints/checkpoint_last.pt; continue with --resume "
+                       f"(the same command and options)")
+    monkeypatch.undo()
+    assert main(_ctrl_c_argv(tiny_model_dir, data, out) + ["--resume"]) == 0
+    assert json.load(open(os.path.join(out, "manifest.json")))["result"]["num_updates"] == 8
+
+
+def test_ctrl_c_before_the_first_checkpoint_says_nothing_is_kept(tiny_model_dir, data,
+                                                                 tmp_path, monkeypatch,
+                                                                 capsys):
+    from nmtfrag.cli import main
+
+    out = str(tmp_path / "ft")
+
+    def ctrl_c(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(finetune_module, "run_fairseq_train", ctrl_c)
+    capsys.readouterr()
+    assert main(_ctrl_c_argv(tiny_model_dir, data, out)) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: interrupted: {out} holds no checkpoint of the run yet (fairseq saves one at "
+        f"the end of each epoch, or every --validate-every updates): run the same command "
+        f"again, without --resume, to start over")
+    monkeypatch.undo()
+    assert main(_ctrl_c_argv(tiny_model_dir, data, out)) == 0  # as the line says
