@@ -246,9 +246,9 @@ def signals_held() -> Iterator[None]:
             _deliver(signum, old[signum], frame)
         pending.append(signal.Signals(signum))
 
-    for s in signums:
-        signal.signal(s, hold)
     try:
+        for s in signums:
+            signal.signal(s, hold)
         yield
     finally:
         for s, handler in old.items():
