@@ -13,7 +13,10 @@ Measured on a busy 2-core machine (peak RSS of the whole command, /usr/bin/time)
 
 * MAX_PHRASE_LEN: `extract` on corpora/demo/train.* (400 pairs, --seed 1): 55 MB and
   3 s at --max-len 4 (the default), 57 MB and 3 s at 100 (the bound); no sentence pair
-  of that corpus has a side over 20 words, so 100 adds nothing there. 100 words is
+  of that corpus has a side over 20 words, so 100 adds nothing there. A long-sentence
+  worst case, 50 pairs of 200 words aligned monotonically (--alignments): 752,500
+  occurrences, 245 MB and 3 s at 100 (39,700 occurrences, 45 MB at 4); the occurrences,
+  and the work dir's shuffle buckets on disk, grow with words × max-len. 100 words is
   generous: the paper releases pairs of at most 4 and 7 words, and a pair longer than
   a sentence is the sentence (--allow-whole-sentences decides on those). `audit
   reconstruct --max-len` takes the same bound (its n-grams run to 2 × max-len).
