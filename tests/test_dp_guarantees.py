@@ -215,3 +215,24 @@ def test_epsilon_is_never_negative():
 
     # before the clamp, RDP conversion gave ε < 0 here (δ large, little composition)
     assert accounting.epsilon([(50.0, 0.01, 10)], 0.4, "rdp") >= 0.0
+
+
+def test_a_dp_run_without_validation_reads_none_and_trains_the_same_model(setup):
+    """--no-validation under --dp: no validation loss is measured and no validation file
+    is named, and the model is the one a validating run with the same seed trains (a DP
+    run never chooses by its validation set: the study's DP cells read none)."""
+    root, base, _ = setup
+    assert main(dp_argv(root, base, "validating", "--seed", "4")) == 0
+    argv = dp_argv(root, base, "blind", "--seed", "4", "--no-validation")
+    k = argv.index("--valid-src")
+    del argv[k:k + 4]
+    assert main(argv) == 0
+    a, b = weights(root / "validating"), weights(root / "blind")
+    assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
+    owner = json.loads((root / "blind" / "owner" / "manifest.json").read_text())
+    assert owner["params"]["valid_src"] is None and owner["params"]["valid_tgt"] is None
+    assert owner["result"]["valid_loss_before"] is None
+    assert owner["result"]["valid_loss_after"] is None
+    cert = json.loads((root / "blind" / "privacy.json").read_text())
+    assert cert["training"]["epsilon"] == json.loads(
+        (root / "validating" / "privacy.json").read_text())["training"]["epsilon"]

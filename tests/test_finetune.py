@@ -283,12 +283,12 @@ NO_VALID_REFUSALS = [
     ("with-patience", "--no-validation --patience 3", "--patience"),
     ("with-patience-off", "--no-validation --patience -1", "--patience"),
     ("with-validate-every", "--no-validation --validate-every 5", "--validate-every"),
-    ("with-dp", "--no-validation --dp --sample-rate 0.5 --noise-multiplier 1 "
-     "--delta 1e-5", "--no-validation is for fine-tuning without --dp"),
+    ("with-dp-valid-every", "--no-validation --dp --sample-rate 0.5 --noise-multiplier 1 "
+     "--delta 1e-5 --dp-valid-every 2", "--dp-valid-every with --no-validation"),
     ("no-valid-files", "", "required: --valid-src, --valid-tgt"),
     ("valid-src-only", "--valid-src {v}.de", "required: --valid-tgt"),
     ("dp-no-valid-files", "--dp --sample-rate 0.5 --noise-multiplier 1 --delta 1e-5",
-     "--dp needs a validation set"),
+     "(or --no-validation: no validation loss measured)"),
 ]
 
 
@@ -310,12 +310,13 @@ def test_validation_options_are_refused_with_one_error_line(data, tmp_path, extr
     assert not out.exists()
 
 
-def test_the_dp_track_still_needs_validation_files(data, tmp_path):
+def test_the_dp_track_needs_both_validation_files_or_none(data, tmp_path):
     from nmtfrag.dp.engine import dp_sources
 
     job = FineTuneJob(model=str(tmp_path / "m"), train=list(data["train"]),
-                      out=str(tmp_path / "o"))
-    with pytest.raises(InputError, match="--dp needs --valid-src/--valid-tgt"):
+                      out=str(tmp_path / "o"), valid_src=data["valid"][0])
+    with pytest.raises(InputError, match="give both --valid-src and --valid-tgt, or "
+                                         "--no-validation"):
         dp_sources(job)
 
 

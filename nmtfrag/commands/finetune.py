@@ -122,7 +122,9 @@ def _add_training(tr: opt.OptionGroup) -> None:
                          "so the budget and the chosen checkpoint depend on the training "
                          "data and fixed settings only; for a DP release, nothing outside "
                          "its ε (choosing on the data owner's validation set would be). "
-                         "Not with --dp, --patience or --validate-every")
+                         "With --dp: no owner-only validation loss is measured (a DP run "
+                         "never chooses by one). Not with --patience, --validate-every "
+                         "or --dp-valid-every")
     opt.add_seed(tr, "seed of fairseq training (default 1). With --dp it also seeds Poisson "
                      "sampling and noise, which are otherwise drawn from the OS's "
                      "cryptographic source: a seeded DP run is reproducible but NOT "
@@ -178,16 +180,14 @@ def _run(args):
 
 def check_validation_options(args: argparse.Namespace) -> None:
     """The validation set's options: --valid-src and --valid-tgt, or --no-validation
-    (without --dp, --patience, --validate-every or the validation files)."""
+    (without --patience, --validate-every, --dp-valid-every or the validation files)."""
     from ..errors import InputError
 
     dp = getattr(args, "dp", False)
     valid = {"--valid-src": args.valid_src, "--valid-tgt": args.valid_tgt}
     if args.no_validation:
-        if dp:
-            raise InputError("--no-validation is for fine-tuning without --dp (DP-SGD "
-                             "needs --valid-src/--valid-tgt for its owner-only validation "
-                             "losses and never picks a checkpoint by them)")
+        if dp and getattr(args, "dp_valid_every", 0):
+            raise InputError("--dp-valid-every with --no-validation: nothing is validated")
         if any(v is not None for v in valid.values()):
             raise InputError("--no-validation reads no validation set: leave out "
                              "--valid-src/--valid-tgt")
@@ -199,7 +199,7 @@ def check_validation_options(args: argparse.Namespace) -> None:
     missing = [k for k, v in valid.items() if v is None]
     if missing:
         raise InputError(f"the following arguments are required: {', '.join(missing)} "
-                         + ("(--dp needs a validation set)" if dp else
+                         + ("(or --no-validation: no validation loss measured)" if dp else
                             "(or --no-validation: the whole budget, the last checkpoint)"))
 
 

@@ -493,12 +493,13 @@ def _train_and_write(job: FineTuneJob, config: DPConfig, seed: Seed,
                         len(units) if units is not None else len(train_ds), units)
         setup = set_up_model(model.float(), config, seed, device)
         ls = job.label_smoothing
-        before = _valid_bits(valid_ds, ls, setup.model)
+        validating = job.valid_src is not None  # else no validation set is read at all
+        before = _valid_bits(valid_ds, ls, setup.model) if validating else None
         announce(job, config, plan, setup, seed)
-        run = train(job, config, plan, setup, seed, train_ds, valid_ds, units, out, work,
-                    device)
+        run = train(job, config, plan, setup, seed, train_ds, valid_ds if validating else None,
+                    units, out, work, device)
         setup.model = setup.model.to(device)
-        after = _valid_bits(valid_ds, ls, setup.model)
+        after = _valid_bits(valid_ds, ls, setup.model) if validating else None
         write_trained_model(setup.model, config, layout, md, out, job)
     privacy, training, total = certificate(config, job, plan, setup, run.history, seed,
                                            prior)
@@ -534,12 +535,12 @@ def start(job: FineTuneJob, config: DPConfig) -> Seed:
 
 
 def dp_sources(job: FineTuneJob) -> TrainingSources:
-    """The job's training and validation files (a release is refused under DP, and so is
-    a job without validation files: fairseq's track alone trains without them)."""
-    if job.valid_src is None or job.valid_tgt is None:
-        raise InputError("--dp needs --valid-src/--valid-tgt (the owner-only validation "
-                         "losses before and after; --no-validation is for fine-tuning "
-                         "without --dp)")
+    """The job's training and validation files (a release is refused under DP). Without
+    validation files (`--no-validation`) no validation loss is measured: the model never
+    depends on one anyway (a DP run follows its plan), and then nothing of a validation
+    set is read either."""
+    if (job.valid_src is None) != (job.valid_tgt is None):
+        raise InputError("give both --valid-src and --valid-tgt, or --no-validation")
     sources = TrainingSources.of_job(job)
     if sources.train.kind == "release":
         raise InputError(
@@ -744,8 +745,8 @@ def train(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSetup
         physical_batch=setup.physical_batch, max_tokens=config.physical_max_tokens,
         lr=config.lr,
         weight_decay=config.weight_decay, seed=seed, label_smoothing=ls, log=log,
-        valid_fn=(None if job.world_size > 1 else functools.partial(_valid_bits,
-                                                                     valid_ds, ls)),
+        valid_fn=(None if job.world_size > 1 or valid_ds is None
+                  else functools.partial(_valid_bits, valid_ds, ls)),
         valid_every=config.valid_every, clipping=setup.clipping,
         checkpointer=checkpointer,
         warmup_steps=config.warmup_steps, clip_mode=config.clip_mode, loss=config.loss,
@@ -867,8 +868,10 @@ def owner_record(job: FineTuneJob, config: DPConfig, md: ModelDir, sources: Trai
         "params": {"base_model": md.path,
                    "train": train if isinstance(train, str) else list(train),
                    "train_text_mode": sources.train.mode,
-                   "valid_src": os.path.abspath(sources.valid_src),
-                   "valid_tgt": os.path.abspath(sources.valid_tgt),
+                   "valid_src": (os.path.abspath(sources.valid_src)
+                                 if job.valid_src is not None else None),
+                   "valid_tgt": (os.path.abspath(sources.valid_tgt)
+                                 if job.valid_tgt is not None else None),
                    "documents": (os.path.abspath(config.documents)
                                  if config.documents else None)},
         "randomness": seed.owner_record(),
