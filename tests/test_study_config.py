@@ -163,6 +163,7 @@ def test_a_dp_sgd_cell_follows_its_plan(ws):
     argv = list(step.argv)
     assert argv[argv.index("--epsilon") + 1] == "8" and "--dp" in argv
     assert "--patience" not in argv and "--max-epochs" not in argv and "--seed" not in argv
+    assert "--no-validation" in argv and "--valid-src" not in argv  # reads none
     assert argv[-2:] == ["--dp-steps", "3"]
 
 

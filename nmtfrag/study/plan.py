@@ -197,9 +197,9 @@ class Planner:
         if c.checkpoint:
             argv += ["--checkpoint", c.checkpoint]
         if cell.approach == "dp-sgd":
-            # the DP track's own plan (the default recipe unless `options` say otherwise);
-            # the validation set only gives the owner's record a loss, never a choice
-            argv += ["--train", src, tgt, "--valid-src", vsrc, "--valid-tgt", vtgt,
+            # the DP track's own plan (the default recipe unless `options` say otherwise):
+            # no validation set is read (a DP run never chooses by one)
+            argv += ["--train", src, tgt, "--no-validation",
                      "--dp", "--epsilon", f"{cell.epsilon:g}", "--delta", f"{cell.delta:g}",
                      "--max-tokens", str(c.training.max_tokens), *cell.options]
             if cell.seeded:

@@ -168,7 +168,8 @@ def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, A
     if cell.approach == "dp-sgd":
         if cell.tuned_on == "private":
             labels.append("hyperparameters chosen on private data: ε does not cover the choice")
-        outside.append("the validation set gives the owner's record a loss, never a choice")
+        outside.append("nothing of the run: its plan fixes the budget, no validation set "
+                       "is read")
     else:
         outside.append("nothing: fixed passes over the release, the last checkpoint, no "
                        "validation set read")
