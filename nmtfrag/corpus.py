@@ -1,6 +1,6 @@
 """Reading a line-aligned parallel corpus, with every defect either refused or counted.
 
-Decisions (documented in README, "Corpus input"):
+Decisions (documented in docs/guide/fragmentation.md, "Corpus input"):
 - one file as both sides (also through a link), missing or empty file, different line
   counts, invalid UTF-8, a NUL or other control
   character (C0 except tab and CR, or DEL): refused (InputError,

@@ -8,7 +8,7 @@ and `owner/manifest.json` (what must not: paths, hashes, exact counts, line numb
 seed). Full sentences exist only in the private work dir, which is removed at the end;
 a phrase pair one of whose sides is a whole sentence is dropped unless the user opts in.
 
-`extract_release` reads as the stages of the README's table: check the inputs →
+`extract_release` reads as the stages of docs/develop.md's module table: check the inputs →
 tokenise → align → extract (each pair's phrase pairs go to a collector as found) →
 release (the collector writes what it keeps: a random sample, or the DP set union's
 pairs; nmtfrag.release.PairCollector) → manifests.

@@ -2,7 +2,7 @@
 manifests, progress bars.
 
 Why: a stage must never leave a half-written output that looks complete, temporary
-copies of confidential text must not outlive the run (see README, "Data hygiene"), and
+copies of confidential text must not outlive the run (see docs/privacy.md), and
 two runs must never write into one output directory at once (`lock_output_dir`).
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ added sentence moves other sentences' links. Here the model is learned once on p
 text; each private pair is then aligned on its own by a pure function of (the pair, the
 model, fixed parameters): no state across sentences, no randomness.
 
-What we chose, and why (figures: README, "A release with a guarantee: --dp"):
+What we chose, and why (figures: docs/guide/differential-privacy.md, "A release with a guarantee"):
 
 * Learning. The public text is tokenised as `extract` tokenises (nmtfrag.tokenize),
   lowercased as eflomal lowercases, and aligned by eflomal (nmtfrag.align). Its links

@@ -8,7 +8,7 @@ over the 8 neighbours of every point, visiting points target-major (e outer, f i
 points added during a scan are visited in that same scan when they come later), until
 nothing changes; then FINAL-AND over the forward, then the reverse alignment. This order
 is our reference; Moses `symal` and fast_align `atools` differ from it and from each
-other on some sentences (see README).
+other on some sentences (see docs/guide/fragmentation.md).
 """
 from __future__ import annotations
 

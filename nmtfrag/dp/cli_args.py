@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "sampling of logical batches (see `nmtfrag privacy` to plan ε before "
         "training); the certificate goes to OUT/privacy.json and OUT/manifest.json. "
         "Options left out take the default recipe's values (nmtfrag.dp.recipe, "
-        f"README: 'Which DP-SGD recipe'): {recipe.DEFAULT.describe()}, C 1.")
+        f"docs/results/dp-recipe.md): {recipe.DEFAULT.describe()}, C 1.")
     _add_guarantee(g)
     _add_batches(g)
     _add_units(g)

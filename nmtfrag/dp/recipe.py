@@ -1,7 +1,7 @@
 """The default DP-SGD recipe: what `nmtfrag finetune --dp` trains when no option says
 otherwise, and why.
 
-Why these values (README, "Which DP-SGD recipe"; generic-deen-medium, EMEA, 10,001 pairs,
+Why these values (docs/results/dp-recipe.md; generic-deen-medium, EMEA, 10,001 pairs,
 ε = 8, δ = 1e-5, sentence unit, measured with the study scripts that
 `nmtfrag study` replaced): against the early-stopped
 non-private reference (15.74 → 30.69 BLEU), this recipe run privately keeps 20% of the
