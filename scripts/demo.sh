@@ -9,7 +9,7 @@
 #
 # The toy base model is trained on the demo corpus itself (no generic corpus ships with
 # nmtfrag), so the BLEU figures show the pipeline working, not a domain-adaptation gain;
-# for real figures use a WMT19-layout model (see README). Rerunning continues where the
+# for real figures use a WMT19-layout model (see docs/guide/model.md). Rerunning continues where the
 # last run stopped.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -2,7 +2,7 @@
 # Install nmtfrag and everything it needs, in the current Python environment.
 #
 # Why a script and not a plain `pip install .`: two of our dependencies cannot be built
-# in pip's isolated build environment on Python 3.11 (see DESIGN notes in README):
+# in pip's isolated build environment on Python 3.11 (see docs/install.md):
 #  - fairseq 0.12.2 does not import on Python 3.11; the `fairseq-fixed` fork does, but
 #    its isolated build would pull a multi-GB CUDA torch, so it is built against ours;
 #  - fastBPE 0.1.0 ships a stale generated .cpp and needs Cython present at build time.
