@@ -307,7 +307,7 @@ def tmx_pairs(tmx: str, src_lang: str, tgt_lang: str, doc_prop: str | None = Non
     A <tu> without a segment in both languages is skipped and counted; a <tu> without
     the document property is refused (its document is unknown).
     """
-    from .tmx import TmxLog, first_unit_props, read_tmx
+    from .tmx import TmxLog, check_some_pairs, first_unit_props, read_tmx
 
     log = log if log is not None else ConversionLog()
     if doc_prop is None:
@@ -322,6 +322,7 @@ def tmx_pairs(tmx: str, src_lang: str, tgt_lang: str, doc_prop: str | None = Non
         log.pairs += 1
         assert doc is not None  # doc_prop is given: read_tmx refuses a unit without it
         yield doc, _clean(src, log), _clean(tgt, log)
+    check_some_pairs(tmx, src_lang, tgt_lang, tlog)  # no empty TSV (raised mid-write)
     log.documents += tlog.documents
     for reason, n in tlog.skipped.items():
         log.skipped[reason] = log.skipped.get(reason, 0) + n

@@ -229,11 +229,12 @@ def split_corpus(docs: str, out: str, train: int | None = 10000, valid: int = 15
     log = log or (lambda msg: print(msg, file=sys.stderr))
     _check_options(train, valid, test, overflow, dedup, src_lang, tgt_lang)
     index = index_tsv(docs)
-    out = prepare_output_dir(out, overwrite=overwrite, inputs=[docs])
-    files = _output_files(out, docs, src_lang, tgt_lang)
     targets = {"train": train, "valid": valid, "test": test}
     doc_sizes = [(doc, index.size(doc)) for doc in index.order]
     assignment, _, unused = plan(doc_sizes, targets, seed, overflow)
+    check_possible(docs, index, targets, assignment)  # before OUT is made
+    out = prepare_output_dir(out, overwrite=overwrite, inputs=[docs])
+    files = _output_files(out, docs, src_lang, tgt_lang)
 
     reader = _Reader(index)
     try:
@@ -284,6 +285,28 @@ def split_corpus(docs: str, out: str, train: int | None = 10000, valid: int = 15
 
 # held-out splits from which pairs that occur in train are removed, per --dedup
 _DEDUP_SPLITS = {"test": ("test",), "valid-test": ("valid", "test"), "none": ()}
+
+
+def check_possible(docs: str, index: DocIndex, targets: dict[str, int | None],
+                   assignment: dict[str, list[Take]]) -> None:
+    """Refuse an impossible split (InputError naming the option and the file): a split
+    asked for pairs (or --train all) that the plan leaves without any document, because
+    the file holds fewer documents or pairs than the splits filled before it take. A
+    split that only falls short of its target is a warning, not this."""
+    for split in SPLIT_ORDER:
+        target = targets[split]
+        if assignment[split] or target == 0:
+            continue
+        earlier = SPLIT_ORDER[:SPLIT_ORDER.index(split)]
+        if len({t.doc for s in earlier for t in assignment[s]}) < len(index.order):
+            continue  # documents are left (--overflow skip): a shortfall, warned about
+        before = [f"--{s} {targets[s]}" for s in earlier if targets[s]]
+        after = f" after {' and '.join(before)}" if before else ""
+        asked = "all" if target is None else f"{target:,}"
+        raise InputError(
+            f"--{split} {asked}: {docs} holds {index.n_pairs:,} usable pairs in "
+            f"{len(index.order):,} documents, none left for {split}{after} (splits take "
+            f"whole documents; ask for fewer pairs or give a larger file)")
 
 
 def _check_options(train, valid, test, overflow, dedup, src_lang, tgt_lang):

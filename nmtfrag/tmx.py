@@ -197,10 +197,16 @@ def tmx_to_files(path: str, src_lang: str, tgt_lang: str, prefix: str,
     finally:
         for f in files.values():
             f.close()
+    check_some_pairs(path, src_lang, tgt_lang, log)
+    return paths, log
+
+
+def check_some_pairs(path: str, src_lang: str, tgt_lang: str, log: TmxLog) -> None:
+    """Refuse a TMX read that gave no pair (InputError naming the file and languages):
+    an empty conversion is never a result (`extract`, `opus2tsv --tmx`, `split --tmx`)."""
     if not log.pairs:
         raise InputError(f"{path}: no <tu> with a segment in both {src_lang} and "
                          f"{tgt_lang} ({log.units} units read)")
-    return paths, log
 
 
 @contextlib.contextmanager

@@ -233,6 +233,17 @@ CASES = [
     Case("membership-same-file", "audit membership --model {d}/filesmodel --members "
          "{d}/good.de {d}/good.de --non-members {d}/good --out {d}/OUT",
          "--members: the same file"),
+    # an impossible split, an empty conversion (issue 31, item 4): refused before any work
+    Case("split-more-than-the-file", "split --docs {d}/good.tsv --out {d}/OUT --train 100 "
+         "--valid 3 --test 3", "--train 100: {d}/good.tsv holds 6 usable pairs in 6 "
+         "documents, none left for train after --valid 3 and --test 3"),
+    Case("split-valid-takes-all", "split --docs {d}/good.tsv --out {d}/OUT --valid 50",
+         "--test 2,000: {d}/good.tsv holds 6 usable pairs"),
+    Case("opus2tsv-tmx-other-languages", "opus2tsv --tmx {d}/fr.tmx --doc-prop doc --out "
+         "{d}/OUT.tsv", "fr.tmx: no <tu> with a segment in both de and en (2 units read)",
+         out="{d}/OUT.tsv"),
+    Case("split-tmx-other-languages", "split --tmx {d}/fr.tmx --tmx-doc-prop doc --out "
+         "{d}/OUT", "fr.tmx: no <tu> with a segment in both de and en"),
     # the global flag changes nothing for user mistakes
     Case("debug-flag-user-error", "evaluate --debug --src {d}/good.de --ref {d}/good.en "
          "--out {d}/OUT --hyp {d}/good.en --beam -1", "--beam"),
@@ -260,6 +271,11 @@ def make_workspace(d):
         f.writelines(f"doc{k}\t{s}\t{t}\n" for k, (s, t) in enumerate(pairs))
     with open(os.path.join(d, "bad.tsv"), "w", encoding="utf-8") as f:
         f.write("doc1\tein Haus .\ta house .\ndoc2\tnur zwei Felder\n")
+    with open(os.path.join(d, "fr.tmx"), "w", encoding="utf-8") as f:  # no German
+        f.write('<tmx version="1.4"><header srclang="fr"/><body>' + "".join(
+            f'<tu><prop type="doc">d{k}</prop><tuv xml:lang="fr"><seg>la maison {k}'
+            f'</seg></tuv><tuv xml:lang="en"><seg>the house {k}</seg></tuv></tu>'
+            for k in range(2)) + "</body></tmx>\n")
     # a model dir with a checkpoint name but no dictionaries or codes
     os.makedirs(os.path.join(d, "fakemodel"), exist_ok=True)
     open(os.path.join(d, "fakemodel", "model.pt"), "wb").close()

@@ -311,3 +311,23 @@ def test_split_does_not_depend_on_hash_order(tmp_path):
         outputs.append([(out / f).read_bytes() for f in
                         ("train.de", "valid.en", "test.de", "documents.tsv")])
     assert outputs[0] == outputs[1]
+
+
+def test_a_split_left_without_any_document_is_refused_before_out_is_made(tmp_path):
+    """Issue 31, item 4: asking for more than the file holds gave exit 0 with empty
+    train and test; a split that only falls short stays a warning."""
+    tsv = str(tmp_path / "docs.tsv")
+    make_tsv(tsv, n_docs=4)
+    out = tmp_path / "out"
+    with pytest.raises(InputError, match=r"--train all: .* none left for train after "
+                                         r"--valid 1 and --test 100000"):
+        split_corpus(tsv, str(out), train=None, valid=1, test=100000)
+    assert not out.exists()
+    with pytest.raises(InputError, match="--test 5: .* none left for test after --valid"):
+        split_corpus(tsv, str(out), valid=100000, test=5)
+    assert not out.exists()
+    split_corpus(tsv, str(out), train=0, valid=100000, test=0)  # asked for nothing else
+    # --overflow skip leaves documents: a shortfall, not a refusal
+    m = split_corpus(tsv, str(tmp_path / "skip"), train=None, valid=1, test=1,
+                     overflow="skip")
+    assert m["splits"]["train"]["pairs"] > 0

@@ -11,7 +11,8 @@ A document that would overflow a split (--overflow):
   whole  it is taken whole; the split exceeds its target
   skip   it is left for the next split; the split may stay below its target
 No document ever appears in two splits. When the corpus is too small, the splits get
-what there is and a `warning:` line (and the manifest) says by how much they fall short.
+what there is and a `warning:` line (and the manifest) says by how much they fall short;
+a split asked for pairs that no document is left for is refused (exit 2) before any work.
 
 Bad TSV lines (not exactly 3 fields, empty doc_id, invalid UTF-8) are refused with exit
 2 naming the line; pairs empty on a side are skipped and counted in the manifest.
