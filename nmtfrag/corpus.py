@@ -113,6 +113,77 @@ def check_distinct_sides(src_path: str, tgt_path: str, what: str | None = None,
                      f"files, one per language")
 
 
+# Frequent function words per language: a cheap, dictionary-free signal of a text's
+# language (WMT19's dictionaries are joined and cannot tell). Only the words of one
+# language that are not in the other's list count when two are compared.
+FUNCTION_WORDS = {
+    "de": "der die das und ist nicht den von zu mit sich des auf für ein eine dem im "
+          "auch es wird werden sind ich wir oder bei nach wenn nur",
+    "en": "the of and to is in that for it with as was on are be by this not you have "
+          "from which or an at should if only",
+    "fr": "le la les de et des du un une est que qui dans pour pas sur au ne se il ce "
+          "avec ou sont",
+    "es": "el la los las de y que en del se por con un una es para no al lo su como "
+          "más",
+    "it": "il la di e che è per un una non del della sono le si con da gli nel",
+    "nl": "de het een en van is dat op te niet zijn met voor die er ook wordt aan",
+}
+LANGUAGE_SAMPLE_BYTES = 1 << 18   # the first 256 KiB of each file: cheap on any size
+LANGUAGE_MIN_HITS = 20            # function words of the other language a side must show
+LANGUAGE_MIN_RATIO = 4            # ... at least this many times its own language's
+
+
+def language_evidence(path: str, lang_a: str, lang_b: str) -> tuple[int, int] | None:
+    """(words of lang_a, words of lang_b) among the function words found in the start
+    of `path` (each language's words not in the other's list); None when either
+    language has no list here (then nothing is judged)."""
+    a_words, b_words = FUNCTION_WORDS.get(lang_a), FUNCTION_WORDS.get(lang_b)
+    if a_words is None or b_words is None:
+        return None
+    a, b = set(a_words.split()), set(b_words.split())
+    a, b = a - b, b - a
+    try:
+        with open(path, "rb") as f:
+            text = f.read(LANGUAGE_SAMPLE_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return None  # the caller's own checks name an unreadable file
+    hits_a = hits_b = 0
+    for word in re.findall(r"[^\W\d_]+", text.lower()):
+        if word in a:
+            hits_a += 1
+        elif word in b:
+            hits_b += 1
+    return hits_a, hits_b
+
+
+def _looks_like_other(hits: tuple[int, int] | None) -> bool:
+    """Strong evidence that a side meant for the first language is in the second."""
+    return (hits is not None and hits[1] >= LANGUAGE_MIN_HITS
+            and hits[1] >= LANGUAGE_MIN_RATIO * max(hits[0], 1))
+
+
+def check_not_swapped(src_path: str, tgt_path: str, src_lang: str, tgt_lang: str,
+                      what: str | None = None) -> None:
+    """Refuse a pair whose two files look swapped against the languages they are for
+    (InputError naming `what`, the files and the evidence). Why: `finetune --train c.en
+    c.de` with a de→en model was accepted and trained the model backwards. Refused only
+    when both sides say so strongly: each shows at least LANGUAGE_MIN_HITS frequent
+    function words of the other language, LANGUAGE_MIN_RATIO times its own language's;
+    text without such words (or languages without a list) is never refused."""
+    src = language_evidence(src_path, src_lang, tgt_lang)
+    tgt = language_evidence(tgt_path, tgt_lang, src_lang)
+    if not (_looks_like_other(src) and _looks_like_other(tgt)):
+        return
+    assert src is not None and tgt is not None
+    where = f"{what}: " if what else ""
+    raise InputError(
+        f"{where}the files look swapped: {src_path} (for {src_lang}) reads as {tgt_lang} "
+        f"and {tgt_path} (for {tgt_lang}) as {src_lang} ({src[1]} vs {src[0]} and "
+        f"{tgt[1]} vs {tgt[0]} frequent {tgt_lang}/{src_lang} function words at their "
+        f"start); give the {src_lang} file first, or set --src-lang/--tgt-lang to the "
+        f"model's languages")
+
+
 def validate_parallel(src_path: str, tgt_path: str, what: str | None = None) -> int:
     """Refuse a pair of files that cannot be a line-aligned corpus; return line count.
     `what` names the options that gave them (e.g. "--src/--tgt") in a refusal."""

@@ -26,7 +26,8 @@ from typing import NamedTuple
 
 from .binarize import binarize
 from .bpe import BPE, TAGS
-from .corpus import SkipLog, check_distinct_sides, read_parallel, validate_parallel
+from .corpus import (SkipLog, check_distinct_sides, check_not_swapped, read_parallel,
+                     validate_parallel)
 from .errors import InputError
 from .fileio import MANIFEST, read_json, sha256_file, write_parallel
 from .finetune_job import FineTuneJob
@@ -142,13 +143,18 @@ class TrainingSources:
                    "moses" if job.pretokenized else "raw", job.src_lang, job.tgt_lang)
 
     def check_files(self) -> None:
-        """Refuse a training or validation file that does not exist, and one file as
-        both sides of a pair. Reads no text: call it before the model is loaded."""
+        """Refuse a training or validation file that does not exist, one file as both
+        sides of a pair, and a pair that looks swapped against the languages (reads the
+        start of each file only). Call it before the model is loaded."""
         for p in (self.train.src, self.train.tgt, self.valid_src, self.valid_tgt):
             if not os.path.isfile(p):
                 raise InputError(f"{p}: no such file")
         check_distinct_sides(self.train.src, self.train.tgt, "--train")
         check_distinct_sides(self.valid_src, self.valid_tgt, "--valid-src/--valid-tgt")
+        check_not_swapped(self.train.src, self.train.tgt, self.src_lang, self.tgt_lang,
+                          "--train")
+        check_not_swapped(self.valid_src, self.valid_tgt, self.src_lang, self.tgt_lang,
+                          "--valid-src/--valid-tgt")
 
     def splits(self) -> dict[str, tuple[str, str, str]]:
         """{split: (source file, target file, text mode)}."""

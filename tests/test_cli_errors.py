@@ -244,10 +244,29 @@ CASES = [
          out="{d}/OUT.tsv"),
     Case("split-tmx-other-languages", "split --tmx {d}/fr.tmx --tmx-doc-prop doc --out "
          "{d}/OUT", "fr.tmx: no <tu> with a segment in both de and en"),
+    # source and target swapped against the model's languages (de→en): refused before
+    # the model loads, on the function words at the files' start (issue 31, item 4)
+    Case("finetune-train-swapped", FT.replace("--train {d}/good.de {d}/good.en",
+                                              "--train {d}/prose.en {d}/prose.de"),
+         "--train: the files look swapped: {d}/prose.en (for de) reads as en and "
+         "{d}/prose.de (for en) as de"),
+    Case("finetune-valid-swapped", FT.replace("--valid-src {d}/good.de --valid-tgt "
+                                              "{d}/good.en", "--valid-src {d}/prose.en "
+                                              "--valid-tgt {d}/prose.de"),
+         "--valid-src/--valid-tgt: the files look swapped"),
+    Case("finetune-dp-train-swapped", FTDP.replace("--train {d}/good.de {d}/good.en",
+                                                   "--train {d}/prose.en {d}/prose.de")
+         + " --delta 1e-5", "--train: the files look swapped"),
     # the global flag changes nothing for user mistakes
     Case("debug-flag-user-error", "evaluate --debug --src {d}/good.de --ref {d}/good.en "
          "--out {d}/OUT --hyp {d}/good.en --beam -1", "--beam"),
 ]
+
+
+PROSE = {"de": "Die Dosis ist nicht für Kinder und wird mit dem Arzt auf der Packung "
+               "des Herstellers angegeben .\n",
+         "en": "The dose is not for children and it is given with the doctor on the "
+               "pack of the maker .\n"}
 
 
 def make_workspace(d):
@@ -271,6 +290,9 @@ def make_workspace(d):
         f.writelines(f"doc{k}\t{s}\t{t}\n" for k, (s, t) in enumerate(pairs))
     with open(os.path.join(d, "bad.tsv"), "w", encoding="utf-8") as f:
         f.write("doc1\tein Haus .\ta house .\ndoc2\tnur zwei Felder\n")
+    for lang, line in PROSE.items():  # real function words (the toy corpus has none)
+        with open(os.path.join(d, f"prose.{lang}"), "w", encoding="utf-8") as f:
+            f.write(line * 6)
     with open(os.path.join(d, "fr.tmx"), "w", encoding="utf-8") as f:  # no German
         f.write('<tmx version="1.4"><header srclang="fr"/><body>' + "".join(
             f'<tu><prop type="doc">d{k}</prop><tuv xml:lang="fr"><seg>la maison {k}'
