@@ -55,3 +55,32 @@ def public_align_model(tmp_path_factory):
     learn_model(str(root / "public"), str(root / "model"))
     release_output_lock(str(root / "model"))  # made: no run writes into it any more
     return str(root / "model"), str(root / "public")
+
+
+# --- markers: a fast path for a change (`-m "not model and not subprocess"`) ---------
+# Read from each test module's own source, so a new test file is marked by what it does
+# without anyone remembering to: `model` builds or trains a model (the tiny fairseq
+# model, a toy model, a fine-tuning run), `subprocess` runs nmtfrag or a script as a child
+# process, `distributed` starts several torch.distributed processes.
+MARKER_SIGNS = {
+    "model": ("tiny_model_dir", "make_tiny_model_dir", "train_toy_model", "public_align_model",
+              "finetune(", "dp_finetune("),
+    "subprocess": ("subprocess.", "Popen("),
+    "distributed": ("torch.distributed", "mp.spawn", "multiprocessing.spawn"),
+}
+
+
+def module_markers(source):
+    """The markers a test module's source earns (nmtfrag's MARKER_SIGNS)."""
+    return [name for name, signs in MARKER_SIGNS.items() if any(s in source for s in signs)]
+
+
+def pytest_collection_modifyitems(config, items):
+    seen = {}
+    for item in items:
+        path = str(item.fspath)
+        if path not in seen:
+            with open(path, encoding="utf-8") as f:
+                seen[path] = module_markers(f.read())
+        for name in seen[path]:
+            item.add_marker(getattr(pytest.mark, name))
