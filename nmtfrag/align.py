@@ -10,11 +10,12 @@ runs: keep and reuse the alignment (`--keep-alignments`, `--alignments`) to repr
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from typing import Iterator, Optional
 
-from .errors import InputError
+from .errors import InputError, ToolFailed
 
 ALIGNER_MAX_TOKENS = 1023  # eflomal gives no links to a sentence of >= 1024 tokens
 
@@ -71,3 +72,40 @@ def align_files(src_path: str, tgt_path: str, fwd_path: str, rev_path: str, work
         stack.enter_context(_temp_files_in(work_dir))
         aligner.align(src, tgt, links_filename_fwd=fwd_path, links_filename_rev=rev_path,
                       priors_input=priors, quiet=not verbose)
+    n_pairs = count_lines(src_path) or 0  # (it was just read)
+    for path in (fwd_path, rev_path):
+        check_links_file(path, n_pairs)
+
+
+def count_lines(path: str) -> int | None:
+    """Lines in `path` (a last line without its newline counts), None if it is missing."""
+    try:
+        with open(path, "rb") as f:
+            n = last = 0
+            for block in iter(lambda: f.read(1 << 20), b""):
+                n += block.count(b"\n")
+                last = block[-1]
+    except FileNotFoundError:
+        return None
+    return n + (last not in (0, ord("\n")))
+
+
+def check_links_file(path: str, n_pairs: int, tool: str = "eflomal") -> None:
+    """Refuse an aligner's output that lacks a line for a pair. Why: eflomal's failed
+    write on a full disk was read as "no alignment links" and made a finished, empty
+    release. On a file system with no room left this is that OSError (ENOSPC, naming
+    the file, exit 2); otherwise the tool failed (ToolFailed, exit 1)."""
+    n = count_lines(path)
+    if n == n_pairs:
+        return
+    try:
+        st = os.statvfs(os.path.dirname(os.path.abspath(path)))
+        full = st.f_bavail == 0 or st.f_favail == 0
+    except OSError:
+        full = False
+    if full:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+    got = "no file" if n is None else f"{n:,} of {n_pairs:,} lines"
+    raise ToolFailed(f"{path}: {tool} wrote {got} (one alignment line per sentence "
+                     f"pair expected): a full disk, a quota or a failed aligner; nothing "
+                     f"was released")

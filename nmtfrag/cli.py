@@ -19,7 +19,7 @@ import sys
 from typing import Any, Iterable, NoReturn, Optional, Sequence
 
 from . import __version__
-from .errors import InputError, interruption_note
+from .errors import InputError, ToolFailed, interruption_note, is_disk_error
 
 # (subcommand, module) in the order `nmtfrag --help` lists them.
 COMMANDS = [
@@ -187,7 +187,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes
         return 1
+    except ToolFailed as exc:  # an external tool's output missing or short
+        if debug:
+            raise
+        _fail(f"error: {exc}", user_error=True)  # nothing of the run is a result
+        return 1
     except OSError as exc:
+        if exc.filename is None and is_disk_error(exc) and not debug:
+            # a full disk where no stage named the file (fileio names those it writes)
+            _fail(f"error: {exc.strerror or exc} (a write failed; its file is not "
+                  f"known: run with --debug for where)", user_error=True)
+            return 2
         if exc.filename is None or debug:  # no path: not something the user named
             if debug:
                 raise

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any, TypeVar, overload
 
-from .errors import InputError
+from .errors import InputError, is_disk_error, with_path
 
 if TYPE_CHECKING:  # tqdm is imported only for a bar on a terminal
     from tqdm import tqdm
@@ -73,9 +73,11 @@ def atomic_writer(path: StrPath, mode: str = "w", encoding: str = "utf-8",
                        newline="\n" if text else None) as f:
             yield f
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None and is_disk_error(exc):
+            raise with_path(exc, path) from exc  # a full disk names the file it hit
         raise
 
 
@@ -229,6 +231,10 @@ def private_workdir(base: str | None = None, keep: bool = False,
         write_json(os.path.join(path, WORK_MARKER), dict(_owner_record(), keep=bool(keep)),
                    private=True)
         yield path
+    except OSError as exc:  # a write in here through a file object names no file
+        if exc.filename is None and is_disk_error(exc):
+            raise with_path(exc, path) from exc
+        raise
     finally:
         if keep:
             print(f"nmtfrag: kept work dir {path} (it may hold confidential text)",

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict
 
 from . import training_data
-from .errors import InputError, note_interruption
+from .errors import InputError, is_disk_error, note_interruption, with_path
 from .fileio import (MANIFEST, atomic_writer, lock_output_dir, prepare_output_dir,
                      public_name, read_json, tool_versions, write_json)
 from .finetune_job import FineTuneJob
@@ -465,6 +465,13 @@ def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
         return _prepare_train_keep(job, config, device, sources, md, dirs)
     except (KeyboardInterrupt, SystemExit) as exc:  # SIGINT, SIGTERM: say what OUT keeps
         note_interruption(exc, interruption_note(dirs, job.out))
+        raise
+    except Exception as exc:
+        if not (os.path.isfile(dirs.last) or job.keep_work):  # nothing to resume: the
+            for d in (dirs.layout.work, dirs.save_dir):  # training text and half-saved
+                shutil.rmtree(d, ignore_errors=True)     # checkpoints go
+        if isinstance(exc, OSError) and exc.filename is None and is_disk_error(exc):
+            raise with_path(exc, dirs.out) from exc  # e.g. fairseq's writes name no file
         raise
 
 

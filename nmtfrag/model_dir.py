@@ -309,7 +309,22 @@ def save_state(state: dict[str, Any], path: str) -> None:
     state = dict(state)
     state.pop("last_optimizer_state", None)
     with atomic_writer(path, "wb") as f:
-        torch.save(state, f)
+        try:
+            torch.save(state, f)
+        except RuntimeError:  # torch's zip writer hides a failed write's OSError
+            probe_write(f)    # a full disk raises it here (atomic_writer names `path`)
+            raise
+
+
+def probe_write(f: Any, size: int = 1 << 20) -> None:
+    """Write `size` zero bytes at the end of the open file `f` (a temporary file about
+    to be discarded): on a full disk, a quota or a file size limit this raises the
+    OSError (ENOSPC, EDQUOT, EFBIG) that a library turned into a RuntimeError."""
+    fd = f.fileno()
+    os.lseek(fd, 0, os.SEEK_END)
+    left = size
+    while left > 0:
+        left -= os.write(fd, b"\0" * min(left, 1 << 16))
 
 
 def write_model_dir(out: str, state: dict[str, Any], src_dict: str, tgt_dict: str,
