@@ -16,7 +16,7 @@ import os
 import re
 from typing import Iterator, Mapping
 
-from .errors import InputError
+from .errors import InputError, ToolFailed
 
 
 @contextlib.contextmanager
@@ -85,4 +85,28 @@ def binarize(prefixes: Mapping[str, str], dest_dir: str, src_dict: str, tgt_dict
     for split in prefixes:
         if split not in stats:
             raise InputError(f"binarising {split} produced no data (empty input?)")
+    check_binarized(prefixes, dest_dir, src_lang, tgt_lang, stats)
     return stats
+
+
+def check_binarized(prefixes: Mapping[str, str], dest_dir: str, src_lang: str,
+                    tgt_lang: str, stats: Mapping[str, Mapping[str, float]]) -> None:
+    """Refuse fairseq-preprocess output that does not hold one sentence per input line
+    on both sides (errors.ToolFailed naming the file): a failed dependency is an error,
+    never a result (issue 31, item 1)."""
+    from fairseq.data import indexed_dataset
+
+    from .align import count_lines
+
+    for split, prefix in prefixes.items():
+        for lang in (src_lang, tgt_lang):
+            want = count_lines(f"{prefix}.{lang}")
+            path = os.path.join(dest_dir, f"{split}.{src_lang}-{tgt_lang}.{lang}")
+            try:
+                got = len(indexed_dataset.make_dataset(path, impl="mmap"))
+            except Exception:  # missing or unreadable: fairseq's own errors vary
+                got = None
+            if got != want or stats[split].get("lines") != want:
+                has = "no readable data" if got is None else f"{got:,} sentences"
+                raise ToolFailed(f"{path}.bin: fairseq-preprocess wrote {has} for "
+                                 f"{want:,} lines of {prefix}.{lang}")

@@ -89,7 +89,15 @@ class BPE:
         self._bpe = load_fastbpe(codes_path)
 
     def apply(self, lines: Iterable[str]) -> list[str]:
-        return self._bpe.apply(list(lines))
+        """fastBPE on `lines`: one subword line per line (else errors.ToolFailed)."""
+        given = list(lines)
+        out = self._bpe.apply(given)
+        if len(out) != len(given):
+            from .errors import ToolFailed
+
+            raise ToolFailed(f"{self.codes_path}: fastBPE returned {len(out):,} lines "
+                             f"for {len(given):,}")
+        return out
 
     def encode_lines(self, lines: Iterable[str], lang: str, mode: str = "raw",
                      keep_tags: bool = True) -> tuple[list[str], int]:

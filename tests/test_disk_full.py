@@ -182,3 +182,27 @@ def test_finetune_data_preparation_write_failure(model, corpus, tmp_path, limit,
     else:
         path = check_failed_write(code, err, out)
     assert path == os.path.join(out, where)
+
+
+def test_binarized_and_bpe_outputs_are_checked(tmp_path):
+    """fairseq-preprocess output without one sentence per line, and fastBPE returning
+    fewer lines, are failed tools, never data."""
+    from nmtfrag.binarize import check_binarized
+    from nmtfrag.bpe import BPE
+    from nmtfrag.errors import ToolFailed
+
+    (tmp_path / "train.de").write_text("a\nb\n")
+    (tmp_path / "train.en").write_text("a\nb\n")
+    with pytest.raises(ToolFailed, match=r"train\.de-en\.de\.bin: fairseq-preprocess wrote "
+                                         r"no readable data for 2 lines"):
+        check_binarized({"train": str(tmp_path / "train")}, str(tmp_path / "bin"), "de",
+                        "en", {"train": {"lines": 2}})
+
+    class Short:
+        def apply(self, lines):
+            return lines[:-1]
+
+    bpe = BPE.__new__(BPE)
+    bpe.codes_path, bpe._bpe = "codes", Short()
+    with pytest.raises(ToolFailed, match="codes: fastBPE returned 1 lines for 2"):
+        bpe.apply(["a", "b"])
