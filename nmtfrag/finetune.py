@@ -231,6 +231,9 @@ class _ProgressOnly(logging.Filter):
     logger to train / train_inner / valid) and warnings; not its set-up dump."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("Traceback (most recent call last)"):
+            return False  # e.g. a failed checkpoint save: train.log keeps it, the error
+            # line says what failed (one `error:` line, no traceback, on the console)
         return record.levelno >= logging.WARNING or \
             record.name in ("train", "train_inner", "valid")
 
