@@ -9,6 +9,8 @@ Print the table for a report (command, input, exit, message):
     PYTHONPATH=. python3 tests/test_cli_errors.py --table
 """
 import os
+import resource
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -26,11 +28,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 class Case:
     """One bad invocation. `argv` uses {d} for the workspace; `expect` must occur in
     the error line (the option or file it names); `out` is the output path that must
-    not exist afterwards (None: the command writes no OUT)."""
+    not exist afterwards (None: the command writes no OUT); `fsize` caps every file the
+    command writes at that many bytes (RLIMIT_FSIZE, SIGXFSZ ignored: a write fails with
+    EFBIG as on a full disk) and the error line must end in ": File too large"."""
     id: str
     argv: str
     expect: str
     out: str = "{d}/OUT"
+    fsize: int | None = None
 
 
 # Shorthands for the valid parts of a command line.
@@ -257,6 +262,20 @@ CASES = [
     Case("finetune-dp-train-swapped", FTDP.replace("--train {d}/good.de {d}/good.en",
                                                    "--train {d}/prose.en {d}/prose.de")
          + " --delta 1e-5", "--train: the files look swapped"),
+    # a write that fails (full disk, quota, file too large) in the work dir or in OUT:
+    # one line naming the file, exit 2, no OUT, no text left (issue 31, item 1)
+    Case("extract-disk-full-work-dir", f"extract {PAIR} --out {{d}}/OUT --work-dir "
+         "{d}/wd", "{d}/wd/nmtfrag-", fsize=100),
+    Case("extract-disk-full-out", f"extract {PAIR} --out {{d}}/OUT --work-dir {{d}}/wd",
+         "{d}/OUT/", fsize=600),
+    Case("extract-disk-full-owner-manifest", f"extract {PAIR} --out {{d}}/OUT --work-dir "
+         "{d}/wd", "{d}/OUT/owner/manifest.json", fsize=1000),
+    Case("split-disk-full", "split --docs {d}/good.tsv --out {d}/OUT --train all --valid 1 "
+         "--test 1", "{d}/OUT/train.de", fsize=60),
+    Case("vocab-disk-full", f"vocab --dp {PAIR} --sigma 1 --delta 1e-3 --out {{d}}/OUT",
+         "{d}/OUT/owner/manifest.json", fsize=100),
+    Case("stats-disk-full", f"stats {PAIR} --out {{d}}/OUT", "{d}/OUT/report.json",
+         fsize=100),
     # the global flag changes nothing for user mistakes
     Case("debug-flag-user-error", "evaluate --debug --src {d}/good.de --ref {d}/good.en "
          "--out {d}/OUT --hyp {d}/good.en --beam -1", "--beam"),
@@ -317,8 +336,14 @@ def run_case(case, d):
     """(exit code, stderr) of `python -m nmtfrag ARGV` in a clean environment."""
     argv = case.argv.format(d=d).split()
     env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+
+    def cap_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (case.fsize, case.fsize))
+
     proc = subprocess.run([sys.executable, "-m", "nmtfrag", *argv], capture_output=True,
-                          text=True, env=env, cwd=d, stdin=subprocess.DEVNULL, timeout=120)
+                          text=True, env=env, cwd=d, stdin=subprocess.DEVNULL, timeout=120,
+                          preexec_fn=cap_file_size if case.fsize else None)
     return proc.returncode, proc.stderr
 
 
@@ -352,6 +377,8 @@ def test_bad_input_is_one_error_line_and_leaves_nothing(case, ws):
     assert line.startswith("error: "), stderr
     assert sum(ln.startswith("error:") for ln in stderr.splitlines()) == 1, stderr
     assert case.expect.format(d=ws) in line, line
+    if case.fsize:
+        assert line.endswith(": File too large"), line
     if case.out:
         assert not os.path.exists(case.out.format(d=ws)), "the failed run left its OUT"
     assert snapshot(ws) == before  # no input changed, no file added
