@@ -204,6 +204,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             _fail(f"error: internal error: {type(exc).__name__}: {exc} (run with --debug "
                   f"for the traceback)", user_error=False)
             return 1
+        if interruption_note(exc):  # a resumable run stopped by a full disk: what it
+            _fail(f"{_os_error_line(exc)}; {interruption_note(exc)}",  # kept, and why
+                  user_error=False)
+            return 2
         _fail(_os_error_line(exc), user_error=True)  # unreadable input, unwritable out
         return 2
     except SystemExit as exc:

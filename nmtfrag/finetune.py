@@ -470,12 +470,22 @@ def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
         note_interruption(exc, interruption_note(dirs, job.out))
         raise
     except Exception as exc:
-        if not (os.path.isfile(dirs.last) or job.keep_work):  # nothing to resume: the
-            for d in (dirs.layout.work, dirs.save_dir):  # training text and half-saved
-                shutil.rmtree(d, ignore_errors=True)     # checkpoints go
-        if isinstance(exc, OSError) and exc.filename is None and is_disk_error(exc):
-            raise with_path(exc, dirs.out) from exc  # e.g. fairseq's writes name no file
-        raise
+        resumable = os.path.isfile(dirs.last)
+        if not (resumable or job.keep_work):  # nothing to resume: the training text
+            for d in (dirs.layout.work, dirs.save_dir):  # and half-saved checkpoints go
+                shutil.rmtree(d, ignore_errors=True)
+        if not is_disk_error(exc):
+            raise
+        assert isinstance(exc, OSError)
+        named = with_path(exc, dirs.out)  # e.g. fairseq's writes name no file
+        if resumable:  # the CLI then keeps OUT and prints this after the error
+            note_interruption(named, f"{job.out} keeps the run's last checkpoint, "
+                                     f"{CKPT}/checkpoint_last.pt, and its prepared data "
+                                     f"in {WORK}/ (the training text): free space and "
+                                     f"continue with --resume, or remove {job.out}")
+        if named is exc:
+            raise
+        raise named from exc
 
 
 def _prepare_train_keep(job: FineTuneJob, config: FineTuneConfig, device: str,

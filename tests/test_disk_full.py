@@ -209,3 +209,35 @@ def test_binarized_and_bpe_outputs_are_checked(tmp_path):
     bpe.codes_path, bpe._bpe = "codes", Short()
     with pytest.raises(ToolFailed, match="codes: fastBPE returned 1 lines for 2"):
         bpe.apply(["a", "b"])
+
+
+def test_a_resumable_finetune_on_a_full_disk_says_what_it_kept(model, tmp_path, monkeypatch,
+                                                              capsys):
+    """A full disk after fairseq's last checkpoint: OUT keeps it (and the prepared data),
+    the one line says so and why, and --resume then finishes the run."""
+    import nmtfrag.finetune as ft
+
+    write_parallel(make_corpus(300, seed=12), str(tmp_path / "tr"))
+    write_parallel(make_corpus(30, seed=11), str(tmp_path / "va"))
+    out = str(tmp_path / "FT")
+    argv = ["finetune", "--model", model, "--train", str(tmp_path / "tr.de"),
+            str(tmp_path / "tr.en"), "--valid-src", str(tmp_path / "va.de"),
+            "--valid-tgt", str(tmp_path / "va.en"), "--out", out, "--max-updates", "1",
+            "--device", "cpu"]
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # names no file
+
+    with monkeypatch.context() as m:
+        m.setattr(ft, "keep_best", full)
+        assert main(argv) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line == (f"error: {out}: {os.strerror(errno.ENOSPC)}; {out} keeps the run's last "
+                    f"checkpoint, checkpoints/checkpoint_last.pt, and its prepared data in "
+                    f".work/ (the training text): free space and continue with --resume, "
+                    f"or remove {out}"), line
+    assert os.path.isfile(os.path.join(out, "checkpoints", "checkpoint_last.pt"))
+    assert not os.path.exists(os.path.join(out, "manifest.json"))
+    assert main(argv + ["--resume"]) == 0
+    assert os.path.isfile(os.path.join(out, "manifest.json"))
+    assert not os.path.exists(os.path.join(out, ".work"))
