@@ -241,3 +241,39 @@ def test_a_resumable_finetune_on_a_full_disk_says_what_it_kept(model, tmp_path, 
     assert main(argv + ["--resume"]) == 0
     assert os.path.isfile(os.path.join(out, "manifest.json"))
     assert not os.path.exists(os.path.join(out, ".work"))
+
+
+def test_a_resumable_dp_run_on_a_full_disk_says_what_it_kept(model, tmp_path, monkeypatch,
+                                                            capsys):
+    """finetune --dp: a full disk after a saved step keeps OUT's DP state and says so;
+    without a saved state OUT goes (one line naming it, exit 2)."""
+    import nmtfrag.dp.engine as engine
+    from nmtfrag.dp import resume
+
+    write_parallel(make_corpus(60, seed=12), str(tmp_path / "tr"))
+    out = str(tmp_path / "DP")
+    argv = ["finetune", "--model", model, "--train", str(tmp_path / "tr.de"),
+            str(tmp_path / "tr.en"), "--no-validation", "--threads", "1", "-q", "--dp",
+            "--delta", "1e-3", "--noise-multiplier", "1", "--sample-rate", "0.25",
+            "--physical-batch", "16", "--dp-steps", "2", "--seed", "3", "--out", out]
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # names no file
+
+    with monkeypatch.context() as m:
+        m.setattr(engine, "write_trained_model", full)
+        assert main(argv + ["--dp-save-every", "1"]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    # (the write failed inside the run's private work dir: that is the path named)
+    assert re.match(rf"^error: /\S+: {os.strerror(errno.ENOSPC)}; {re.escape(out)} keeps "
+                    rf"the DP run's state as last saved; continue with --resume", line), line
+    assert line.endswith("; free space first"), line
+    assert os.path.isfile(resume.state_path(out))
+    assert main(argv + ["--resume", "--dp-save-every", "1"]) == 0
+    assert os.path.isfile(os.path.join(out, "manifest.json"))
+    with monkeypatch.context() as m:  # nothing saved: nothing kept
+        m.setattr(engine, "write_trained_model", full)
+        assert main(argv[:-1] + [str(tmp_path / "DP0"), "--dp-save-every", "0"]) == 2
+    assert re.match(rf"^error: /\S+: {os.strerror(errno.ENOSPC)}$",
+                    capsys.readouterr().err.strip().splitlines()[-1])
+    assert not os.path.exists(tmp_path / "DP0")

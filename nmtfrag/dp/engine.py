@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from .. import trainable, training_data
 from ..binarize import fairseq_log_level
 from ..corpus import scan_text_file
-from ..errors import InputError, note_interruption
+from ..errors import InputError, is_disk_error, note_interruption, with_path
 from ..fileio import (MANIFEST, OWNER_DIR, atomic_writer, owner_path, prepare_output_dir,
                       private_workdir, read_json, tool_versions, write_json,
                       write_owner_json)
@@ -475,6 +475,16 @@ def dp_finetune(job: FineTuneJob, config: DPConfig) -> dict:
     except (KeyboardInterrupt, SystemExit) as exc:  # SIGINT, SIGTERM: say what OUT keeps
         note_interruption(exc, resume.interruption_note(out, job.out))
         raise
+    except OSError as exc:  # a full disk: one line naming the file (OUT when none is)
+        if not is_disk_error(exc):
+            raise
+        named = with_path(exc, out)
+        if os.path.isfile(resume.state_path(out)):  # the CLI keeps OUT and says so
+            note_interruption(named, resume.interruption_note(out, job.out) + "; free "
+                              "space first")
+        if named is exc:
+            raise
+        raise named from exc
 
 
 def _train_and_write(job: FineTuneJob, config: DPConfig, seed: Seed,
