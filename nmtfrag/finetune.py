@@ -205,8 +205,13 @@ class _LogCapture(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = record.getMessage()
-        self.file.write(self.format(record) + "\n")
-        self.file.flush()
+        try:
+            self.file.write(self.format(record) + "\n")
+            self.file.flush()
+        except OSError as exc:  # a full disk: the error line names train.log
+            if not is_disk_error(exc):
+                raise
+            raise with_path(exc, self.file.name) from exc
         if "valid" in msg and "| loss " in msg:
             try:
                 loss = float(msg.split("| loss ")[1].split()[0])
