@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import InputError
 from ..fileio import read_json, sha256_file
 from ..model_dir import validate_model_dir
+from .config import Cell
 from .plan import Step
 
 
@@ -27,9 +28,10 @@ def _parse(step: Step) -> Any:
     return build_parser().parse_args([*step.argv, "--out", step.out])
 
 
-def expected(step: Step) -> dict[str, Any]:
-    """{record key: value} a finished run of `step` holds in its manifests."""
-    from ..commands import finetune as cmd
+def expected(step: Step, cell: Cell, seed: int) -> dict[str, Any]:
+    """{record key: value} a finished run of `step` holds in its manifests: a sentence
+    cell's training settings from the study's config; a DP-SGD cell's from its options
+    as `finetune --dp` parses them."""
     from ..dp import cli_args as dp_cli
 
     args = _parse(step)
@@ -41,13 +43,17 @@ def expected(step: Step) -> dict[str, Any]:
                            "params.dropout": args.dropout,
                            "params.label_smoothing": args.label_smoothing}
     if not args.dp:
-        cfg = cmd.config_from_args(args)
+        t = cell.training
         exp.update({"inputs_sha256.valid_src": sha256_file(args.valid_src),
-                    "inputs_sha256.valid_tgt": sha256_file(args.valid_tgt)})
-        for key in ("lr", "weight_decay", "max_tokens", "update_freq", "max_updates",
-                    "max_epochs", "patience", "validate_every", "seed", "warmup_updates"):
-            exp[f"params.{key}"] = getattr(cfg, key)
-        exp["params.trained_parameters"] = {"kind": "all"}
+                    "inputs_sha256.valid_tgt": sha256_file(args.valid_tgt),
+                    "params.lr": t.lr, "params.weight_decay": t.weight_decay,
+                    "params.max_tokens": t.max_tokens, "params.max_epochs": t.max_epochs,
+                    "params.max_updates": t.max_updates or None,
+                    "params.patience": t.patience,
+                    "params.validate_every": t.validate_every or None,
+                    "params.seed": seed, "params.update_freq": 1,
+                    "params.warmup_updates": 0,
+                    "params.trained_parameters": {"kind": "all"}})
         return exp
     dcfg = dp_cli.config_from_args(args)
     for key, field in (("lr", "lr"), ("target_epsilon", "target_epsilon"),
@@ -84,8 +90,8 @@ def recorded(source: str) -> dict[str, Any]:
     return flat
 
 
-def differences(step: Step, source: str) -> list[str]:
-    exp, rec = expected(step), recorded(source)
+def differences(step: Step, cell: Cell, seed: int, source: str) -> list[str]:
+    exp, rec = expected(step, cell, seed), recorded(source)
     dp = "--dp" in step.argv
     if rec["dp"] != dp:
         return [f"it was trained {'with' if rec['dp'] else 'without'} DP-SGD, the cell "
@@ -94,10 +100,11 @@ def differences(step: Step, source: str) -> list[str]:
             for key, value in exp.items() if rec.get(key, "(not recorded)") != value]
 
 
-def adopt(step: Step, source: str) -> None:
-    """Copy `source` into the step's output after checking it (InputError naming the
-    first difference); the copy appears whole or not at all."""
-    diff = differences(step, source)
+def adopt(step: Step, cell: Cell, seed: int, source: str) -> None:
+    """Copy `source` into the step's output after checking it against the cell (and the
+    study's seed): InputError naming the first difference; the copy appears whole or not
+    at all."""
+    diff = differences(step, cell, seed, source)
     if diff:
         raise InputError(f"cannot adopt {source} into cell {step.cell}: {diff[0]}"
                          + (f" (and {len(diff) - 1} more)" if len(diff) > 1 else ""))

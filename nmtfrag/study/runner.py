@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import InputError
-from .config import BASELINE, StudyConfig
+from .config import BASELINE, Cell, StudyConfig
 from .plan import EVALUATE, FINETUNE, RELEASE, CellPlan, Paths, Planner, Step
 from .record import check_and_record, settings_now
 from .state import hold_lock, resumable, update_state
@@ -118,13 +118,13 @@ class Executor:
             failed={"step": step.name, "exit": code, "reason": reason}))
         raise StepFailed(f"{step.cell}: {step.name} failed: {reason} (log: {log})")
 
-    def adopt(self, step: Step, source: str) -> None:
+    def adopt(self, step: Step, cell: Cell, seed: int, source: str) -> None:
         """A model trained earlier becomes the step's output, once its settings match."""
         from .adopt import adopt
 
         self.progress(f"{step.cell}: {step.name}: adopting {source} …")
         try:
-            adopt(step, source)
+            adopt(step, cell, seed, source)
         except InputError as exc:
             update_state(self.paths, step.cell, lambda s: s.update(
                 failed={"step": step.name, "exit": 2, "reason": str(exc)}))
@@ -210,7 +210,7 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
         plans = [base] + [planner.plan(n) for n in chosen if n not in failed]
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             for name, error in zip([p.cell for p in plans], pool.map(
-                    lambda p: _run_cell(ex, p, per_job, report), plans)):
+                    lambda p: _run_cell(ex, config, p, per_job, report), plans)):
                 if error:
                     failed.append(name)
                     progress(f"error: {error}")
@@ -296,7 +296,8 @@ def _check_alignment_source(planner: Planner, chosen: list[str]) -> None:
                              f"cell, {first}, which is not made yet: add --cell {first}")
 
 
-def _run_cell(ex: Executor, plan: CellPlan, threads: int, report: "_Reporter") -> str | None:
+def _run_cell(ex: Executor, config: StudyConfig, plan: CellPlan, threads: int,
+              report: "_Reporter") -> str | None:
     """One cell's remaining steps; the report after its evaluation and at its end.
     Returns the error, or None."""
     ran = False
@@ -308,7 +309,7 @@ def _run_cell(ex: Executor, plan: CellPlan, threads: int, report: "_Reporter") -
                 with ex.serial:
                     ex.run(step, threads)
             elif step.name == FINETUNE and plan.adopt:
-                ex.adopt(step, plan.adopt)
+                ex.adopt(step, config.cell(plan.cell), config.seed, plan.adopt)
             else:
                 ex.run(step, threads)
             ran = True
