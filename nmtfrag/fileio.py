@@ -382,6 +382,26 @@ def lock_output_dir(out: str) -> None:
     _OUTPUT_LOCKS[real] = (fd, os.getpid())
 
 
+def output_lock_holder(out: str) -> int | None:
+    """The pid of the live run that holds OUT's lock, or None (`status`-style questions:
+    asks without taking it)."""
+    path = os.path.join(os.path.realpath(out), LOCK_NAME)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None
+    except BlockingIOError:
+        holder = _lock_holder(fd)
+        return int(holder) if holder.isdigit() else -1
+    except OSError:  # no flock on this file system: nothing is known to hold it
+        return None
+    finally:
+        os.close(fd)
+
+
 def _same_file(fd: int, path: str) -> bool:
     """Whether the open file `fd` is the file at `path` (not one removed since)."""
     try:

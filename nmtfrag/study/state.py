@@ -5,48 +5,19 @@ imports another.
 """
 from __future__ import annotations
 
-import fcntl
 import os
 from typing import Any, Callable
 
-from ..errors import InputError
-from ..fileio import read_json, write_json
+from ..fileio import lock_output_dir, read_json, write_json
 from .plan import Paths
 
-LOCK = ".lock"
 
-
-def hold_lock(out: str) -> int:
-    """OUT's lock, held until this process ends (refused while another run holds it)."""
+def hold_lock(out: str) -> None:
+    """OUT's lock, held until this process ends: the lock every command takes on the OUT
+    it writes (fileio.lock_output_dir; a killed run's never blocks); refused, naming the
+    pid, while another run holds it."""
     os.makedirs(out, exist_ok=True)
-    fd = os.open(os.path.join(out, LOCK), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        raise InputError(f"{out} is being run by another `nmtfrag study run` (pid {pid}); "
-                         f"wait for it, or stop it and run again to resume") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
-    return fd
-
-
-def lock_holder(out: str) -> int | None:
-    """The pid of the live run holding OUT's lock, or None."""
-    path = os.path.join(out, LOCK)
-    if not os.path.exists(path):
-        return None
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    except BlockingIOError:
-        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
-        return int(text) if text.isdigit() else -1
-    finally:
-        os.close(fd)
+    lock_output_dir(out)
 
 
 # --------------------------------------------------------------------------- cell state

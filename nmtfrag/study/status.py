@@ -12,7 +12,8 @@ from typing import Any
 
 from .config import BASELINE, StudyConfig
 from .plan import FINETUNE, CellPlan, Paths, Planner
-from .state import lock_holder, read_state, resumable
+from ..fileio import output_lock_holder
+from .state import read_state, resumable
 
 
 def _cpu_of_live(pid: int) -> float:
@@ -96,7 +97,7 @@ def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool
 def study_status(config: StudyConfig, out: str) -> tuple[int | None, list[dict[str, Any]]]:
     """(pid of the live run or None, one record per cell)."""
     paths = Paths(out)
-    holder = lock_holder(paths.out)
+    holder = output_lock_holder(paths.out)
     planner = Planner(config, paths.out)
     return holder, [cell_status(paths, p, config, holder is not None)
                     for p in planner.all_plans()]
