@@ -22,7 +22,8 @@ from typing import Any
 from ..audit import compare
 from ..fileio import atomic_writer, read_json, write_json
 from .config import BASELINE, Cell, StudyConfig
-from .plan import EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEASE, Paths
+from .plan import (EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEASE, Paths,
+                   Planner)
 from .state import read_state
 
 FULL_APPROACH = "full sentences"  # compare.reference_rows finds the full-sentence row by it
@@ -50,18 +51,16 @@ def _json(path: str) -> Any:
 def _spec(config: StudyConfig, paths: Paths) -> dict:
     """The runs of `nmtfrag audit compare` for every cell evaluated so far."""
     runs = []
-    for name in [BASELINE] + [c.name for c in config.cells]:
-        cell = None if name == BASELINE else config.cell(name)
-        done = {s: os.path.isfile(os.path.join(paths.step(name, s), "manifest.json"))
-                for s in (EVALUATE, RECONSTRUCT, EXPOSURE, MEMBERSHIP)}
-        if not done[EVALUATE]:
+    for plan in Planner(config, paths.out).all_plans():
+        done = {s.name: s.out for s in plan.steps if s.done}
+        if EVALUATE not in done:
             continue
-        run = {"name": name, "approach": approach_text(cell),
-               "evaluate": paths.step(name, EVALUATE)}
+        cell = None if plan.cell == BASELINE else config.cell(plan.cell)
+        run = {"name": plan.cell, "approach": approach_text(cell), "evaluate": done[EVALUATE]}
         for key, step in (("reconstruction", RECONSTRUCT), ("exposure", EXPOSURE),
                           ("membership", MEMBERSHIP)):
-            if done[step]:
-                run[key] = paths.step(name, step)
+            if step in done:
+                run[key] = done[step]
         runs.append(run)
     return {"title": config.title, "runs": runs}
 
