@@ -94,6 +94,7 @@ BAD = [
     ('public_align = "{d}/public"', "", "cell 'rel8': approach"),
     ('dir = "{d}/model"', 'dir = "${NMTFRAG_TEST_UNSET}/model"', "${NMTFRAG_TEST_UNSET}"),
     ('title = "t"', 'title = "t', "not valid TOML"),
+    ('title = "t"', 'title = "t"\n[machine]\ndecode_device = "gpu"', "decode_device"),
 ]
 
 
@@ -165,6 +166,31 @@ def test_a_dp_sgd_cell_follows_its_plan(ws):
     assert "--patience" not in argv and "--max-epochs" not in argv and "--seed" not in argv
     assert "--no-validation" in argv and "--valid-src" not in argv  # reads none
     assert argv[-2:] == ["--dp-steps", "3"]
+
+
+def test_a_gpu_machine_can_decode_on_its_cpu_and_the_report_names_it(ws):
+    """--device cuda --decode-device cpu: training, exposure and membership on the GPU,
+    evaluate (CTranslate2 without its CUDA libraries) on the CPU; not a cell setting."""
+    from nmtfrag.commands.study import with_machine
+    from nmtfrag.study.machine import machine_text, note_machine
+    from nmtfrag.study.plan import EVALUATE, EXPOSURE, MEMBERSHIP, Paths
+
+    config = read_config(write(ws, GOOD))
+    gpu = with_machine(config, "cuda", "cpu")
+    plan = Planner(gpu, str(ws / "OUT")).plan("sent")
+
+    def device(step):
+        argv = list(plan.step(step).argv)
+        return argv[argv.index("--device") + 1]
+    assert [device(s) for s in (FINETUNE, EVALUATE, EXPOSURE, MEMBERSHIP)] == [
+        "cuda", "cpu", "cuda", "cuda"]
+    assert Planner(with_machine(config, "cuda", None), str(ws / "OUT")).plan(
+        "sent").step(EVALUATE).argv[-1] != "cpu"
+    os.makedirs(ws / "OUT")
+    entry = note_machine(Paths(str(ws / "OUT")), config.machine, 2, 1)
+    assert machine_text(entry).startswith("cpu; ")
+    entry = {**entry, "device": "cuda", "gpu": "NVIDIA H100", "decode_device": "cpu"}
+    assert machine_text(entry).startswith("cuda (NVIDIA H100), decoding on cpu; ")
 
 
 def test_differences_name_the_key_and_both_values():

@@ -84,8 +84,9 @@ class CanaryScorer:
             raise RuntimeError(f"BPE of the target with its secret differs from the pieces: "
                                f"{whole} vs {pre + sec0 + post}")
         out: list[float] = []
-        src_t = torch.tensor([src_ids], dtype=torch.long)
-        src_len = torch.tensor([len(src_ids)], dtype=torch.long)
+        dev = tr.device  # the model's device (cpu or cuda)
+        src_t = torch.tensor([src_ids], dtype=torch.long, device=dev)
+        src_len = torch.tensor([len(src_ids)], dtype=torch.long, device=dev)
         with torch.no_grad():
             encs = [m.encoder(src_t, src_lengths=src_len) for m in tr.models]
             for start in range(0, len(secrets), self.batch_size):
@@ -104,7 +105,8 @@ class CanaryScorer:
                     prev[i, 0] = td.eos()
                     prev[i, 1:len(x)] = torch.tensor(x[:-1])
                     mask[i, a:b] = True
-                order = torch.zeros(len(seqs), dtype=torch.long)
+                order = torch.zeros(len(seqs), dtype=torch.long, device=dev)
+                tgt, prev, mask = tgt.to(dev), prev.to(dev), mask.to(dev)
                 lps = []
                 for m, enc in zip(tr.models, encs):
                     enc_b = m.encoder.reorder_encoder_out(enc, order)
@@ -220,7 +222,8 @@ def audit_exposure(model: str, canaries_path: str, out: str, *, src_lang: str = 
                    tgt_lang: str = "en", checkpoint: str | None = None,
                    enumerate_limit: int = 10000, samples: int = 2000,
                    seed: int | Seed | None = None, beam: int = 5, batch_size: int = 256,
-                   overwrite: bool = False, show_progress: bool = False) -> dict:
+                   device: str = "cpu", overwrite: bool = False,
+                   show_progress: bool = False) -> dict:
     """Load `model` (a WMT19-layout dir), measure every canary, write the report.
     `seed` None: the candidate sample comes from secret randomness."""
     from ..generate import Translator
@@ -233,7 +236,8 @@ def audit_exposure(model: str, canaries_path: str, out: str, *, src_lang: str = 
     canaries = read_canaries(canaries_path)
     out = prepare_output_dir(out, overwrite, inputs=[model, canaries_path],
                              kind="nmtfrag-exposure-audit")
-    translator = Translator(model, src_lang, tgt_lang, checkpoint=checkpoint, beam=beam)
+    translator = Translator(model, src_lang, tgt_lang, checkpoint=checkpoint, beam=beam,
+                            device=device)
     rows, summary = measure_exposure(translator, canaries, enumerate_limit=enumerate_limit,
                                      samples=samples, seed=seed.value,
                                      show_progress=show_progress,

@@ -151,6 +151,8 @@ def _add_exposure(sub: argparse._SubParsersAction) -> None:
                    help=f"beam size for extraction (default: 5; at most {MAX_BEAM})")
     e.add_argument("--batch-size", type=ct.positive_int, default=256, metavar="N",
                    help="candidates scored per forward pass (default: 256)")
+    opt.add_device(e, "where the model scores and decodes (default %(default)s)",
+                   default="cpu")
     opt.add_threads(e)
     opt.add_seed(e, "seed of the candidate sample (default: secret randomness)")
     opt.add_overwrite(e)
@@ -267,7 +269,7 @@ def _run_exposure(args):
                          tgt_lang=args.tgt_lang, checkpoint=args.checkpoint,
                          enumerate_limit=args.enumerate_limit, samples=args.samples,
                          seed=args.seed, beam=args.beam, batch_size=args.batch_size,
-                         overwrite=args.overwrite, show_progress=True)
+                         device=args.device, overwrite=args.overwrite, show_progress=True)
     parts = [f"repeats {k}: exposure {v['exposure_mean']:.2f}, extracted {v['extracted']}/"
              f"{v['canaries']}" for k, v in rep["summary_by_repeats"].items()]
     print("nmtfrag audit exposure: " + "; ".join(parts) + f"; report in {args.out}",

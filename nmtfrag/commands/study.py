@@ -18,8 +18,12 @@ it may use ${VAR} from the environment, e.g.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from .. import cli_types as ct
+
+if TYPE_CHECKING:
+    from ..study.config import StudyConfig
 
 HELP = "run a whole comparison (every approach, one footing) from a config file"
 
@@ -40,10 +44,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             s.add_argument("--threads", type=ct.positive_int, default=None, metavar="N",
                            help="CPU threads in all, divided among the jobs (default: "
                                 "[machine] threads, else every core)")
+            s.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                           help="where cells train and score (default: [machine] device)")
+            s.add_argument("--decode-device", choices=("cpu", "cuda"), default=None,
+                           help="where evaluate decodes (default: [machine] decode_device, "
+                                "else --device); e.g. cpu where CTranslate2 lacks its CUDA "
+                                "libraries")
             s.add_argument("--cell", action="append", metavar="NAME",
                            help="run only this cell (repeatable; the baseline always runs)")
         if name == "status":
             s.add_argument("--json", action="store_true", help="the records as JSON")
+
+
+def with_machine(config: StudyConfig, device: str | None,
+                 decode_device: str | None) -> StudyConfig:
+    """The config with the command line's machine settings (never part of a cell's)."""
+    import dataclasses
+
+    m = config.machine
+    m = dataclasses.replace(m, device=device or m.device,
+                            decode_device=decode_device or m.decode_device)
+    return dataclasses.replace(config, machine=m)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if args.study_command == "run":
         from ..study.runner import run_study
 
+        config = with_machine(config, args.device, args.decode_device)
         return run_study(config, args.out, jobs=args.jobs, threads=args.threads,
                          cells=args.cell)
     if args.study_command == "status":

@@ -70,6 +70,12 @@ class Machine:
     device: str = "cpu"
     threads: int = 0             # 0: every core
     jobs: int = 1
+    decode_device: str = ""      # where evaluate decodes ("": device); e.g. "cpu" on a GPU
+    #                              machine without CTranslate2's CUDA libraries
+
+    @property
+    def decoder(self) -> str:
+        return self.decode_device or self.device
 
 
 @dataclass(frozen=True)
@@ -324,6 +330,8 @@ def _check_rest(w: _Where, a: Audit, d: Decode, m: Machine) -> None:
         raise w.error("[decode] test_lines", f"must be ≥ 0 (0: all), got {d.test_lines}")
     if m.device not in ("cpu", "cuda"):
         raise w.error("[machine] device", f"cpu or cuda, got {m.device!r}")
+    if m.decode_device not in ("", "cpu", "cuda"):
+        raise w.error("[machine] decode_device", f"cpu or cuda, got {m.decode_device!r}")
     if m.threads < 0 or not 1 <= m.jobs <= 64:
         raise w.error("[machine] " + ("threads" if m.threads < 0 else "jobs"),
                       "out of range")

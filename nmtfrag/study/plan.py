@@ -91,6 +91,11 @@ class Paths:
         return os.path.join(self.out, "study.json")
 
     @property
+    def machines(self) -> str:
+        """One JSON line per `study run`: where it ran (the report names the hardware)."""
+        return os.path.join(self.out, "machines.jsonl")
+
+    @property
     def ct2_cache(self) -> str:
         return os.path.join(self.out, "ct2-cache")
 
@@ -231,7 +236,7 @@ class Planner:
         src, ref = c.data.files(c.data.test)
         argv = ["evaluate", "--model", model, "--src", src, "--ref", ref,
                 *self._common_text(), "--beam", str(d.beam), "--name", name,
-                "--engine", d.engine, "--device", c.machine.device]
+                "--engine", d.engine, "--device", c.machine.decoder]
         if checkpoint:
             argv += ["--checkpoint", checkpoint]
         if d.test_lines:
@@ -246,7 +251,7 @@ class Planner:
         argv = ["audit", "exposure", "--model", model, "--canaries",
                 os.path.join(self.p.owner_data, "canaries.json"),
                 "--samples", str(self.c.audit.exposure_samples), "--seed", str(self.c.seed),
-                "--beam", str(self.c.decode.beam)]
+                "--beam", str(self.c.decode.beam), "--device", self.c.machine.device]
         if checkpoint:
             argv += ["--checkpoint", checkpoint]
         return Step(name, EXPOSURE, self.p.step(name, EXPOSURE), tuple(argv))

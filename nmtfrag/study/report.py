@@ -22,6 +22,7 @@ from typing import Any
 from ..audit import compare
 from ..fileio import atomic_writer, read_json, write_json
 from .config import BASELINE, Cell, StudyConfig
+from .machine import machine_text, read_machines
 from .plan import (EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEASE, Paths,
                    Planner)
 from .state import read_state
@@ -254,7 +255,7 @@ def write_report(config: StudyConfig, out: str) -> list[dict[str, Any]]:
                {"kind": "nmtfrag-study-report", "title": config.title, "rows": rows,
                 "pending": pending_cells(config, rows)})
     with atomic_writer(os.path.join(paths.report, "report.md")) as f:
-        f.write(render_markdown(config, rows))
+        f.write(render_markdown(config, rows, read_machines(paths)))
     if rows:
         compare.plot(rows, os.path.join(paths.report, "privacy_utility.png"), config.title)
         _write_runs_yaml(config, paths)
@@ -296,8 +297,12 @@ def _star(p: Any) -> str:
     return "*" if p is not None and p < 0.05 else ""
 
 
-def render_markdown(config: StudyConfig, rows: list[dict]) -> str:
+def render_markdown(config: StudyConfig, rows: list[dict],
+                    runs: list[dict] | None = None) -> str:
     lines = [f"# Study: {config.title}", ""]
+    seen = list(dict.fromkeys(machine_text(m) for m in runs or ()))
+    if seen:
+        lines += ["Ran on: " + "; then ".join(seen) + ".", ""]
     if not rows:
         return "\n".join(lines + ["No cell has been evaluated yet.", ""])
     test_lines = {r.get("test_lines") for r in rows}

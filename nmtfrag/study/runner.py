@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 from .config import BASELINE, Cell, StudyConfig
+from .machine import machine_text, note_machine
 from .plan import EVALUATE, FINETUNE, RELEASE, CellPlan, Paths, Planner, Step
 from .record import check_and_record, settings_now
 from .state import hold_lock, resumable, update_state
@@ -53,8 +54,8 @@ class StepFailed(Exception):
 class Executor:
     """Runs steps as child processes, accounts their CPU time, stops them on request."""
 
-    def __init__(self, paths: Paths, progress: Progress, device: str):
-        self.paths, self.progress, self.device = paths, progress, device
+    def __init__(self, paths: Paths, progress: Progress):
+        self.paths, self.progress = paths, progress
         self.children: dict[int, subprocess.Popen] = {}
         self.stopping = False
         self._lock = threading.Lock()
@@ -65,7 +66,7 @@ class Executor:
         if os.path.isdir(step.out) and os.listdir(step.out):
             flags.append("--resume" if step.resumable and resumable(step.out)
                          else "--overwrite")
-        if step.threads and self.device == "cpu":
+        if step.threads:  # CPU threads, on a GPU machine too (jobs share its cores)
             flags += ["--threads", str(threads)]
         return [sys.executable, "-m", "nmtfrag.study.child", str(os.getpid()),
                 *step.argv, *flags]
@@ -187,7 +188,7 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
     hold_lock(paths.out)
     check_and_record(config, paths.record, now)
     progress = Progress()
-    ex = Executor(paths, progress, config.machine.device)
+    ex = Executor(paths, progress)
     planner = Planner(config, paths.out)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
@@ -201,6 +202,7 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
     try:
         progress(f"study {config.title!r} in {paths.out}: {len(chosen)} cells + the "
                  f"baseline, {jobs} at a time, {per_job} thread(s) each")
+        progress("machine: " + machine_text(note_machine(paths, config.machine, jobs, per_job)))
         _data_checks(config, progress)
         _shared_inputs(planner, ex, total_threads)
         base = planner.plan(BASELINE)

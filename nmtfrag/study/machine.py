@@ -1,0 +1,46 @@
+"""Where a `study run` ran: one JSON line per run in OUT/machines.jsonl, so the report says
+which hardware produced which figures (a study may move between a CPU and a GPU machine;
+the machine is never part of a cell's settings)."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from .config import Machine
+from .plan import Paths
+
+
+def note_machine(paths: Paths, machine: Machine, jobs: int, per_job: int) -> dict:
+    """Append this run's hardware to OUT/machines.jsonl (the report says which machine
+    produced which figures); returns the entry."""
+    entry: dict[str, Any] = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "device": machine.device, "decode_device": machine.decoder,
+        "cpus": os.cpu_count(), "jobs": jobs, "threads_per_job": per_job}
+    if "cuda" in (machine.device, machine.decoder):
+        import torch
+
+        entry["gpu"] = (torch.cuda.get_device_name(0) if torch.cuda.is_available()
+                        else "none visible")
+    with open(paths.machines, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
+    return entry
+
+
+def machine_text(m: dict) -> str:
+    """One line: device (GPU name), where decoding ran, CPUs, jobs × threads."""
+    where = f"{m['device']}" + (f" ({m['gpu']})" if m.get("gpu") else "")
+    if m.get("decode_device") not in (None, m["device"]):
+        where += f", decoding on {m['decode_device']}"
+    return (f"{where}; {m['cpus']} CPUs, {m['jobs']} job(s) × {m['threads_per_job']} "
+            f"thread(s)")
+
+
+def read_machines(paths: Paths) -> list[dict]:
+    """Every run's entry, in order."""
+    if not os.path.isfile(paths.machines):
+        return []
+    with open(paths.machines, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
