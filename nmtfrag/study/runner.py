@@ -26,7 +26,9 @@ from .config import BASELINE, Cell, StudyConfig
 from .machine import machine_text, note_machine
 from .plan import EVALUATE, FINETUNE, RELEASE, CellPlan, Paths, Planner, Step
 from .record import check_and_record, settings_now
-from .state import hold_lock, resumable, update_state
+from .state import cpu_of_live, hold_lock, resumable, settle_killed, update_state
+
+SAVE_CPU_EVERY = 60.0  # seconds between saves of a running step's CPU time
 
 
 @dataclass
@@ -90,7 +92,7 @@ class Executor:
                 self.children[proc.pid] = proc
             update_state(self.paths, step.cell, lambda s: s.update(
                 running={"step": step.name, "pid": proc.pid, "since": t0}))
-            _, status, usage = os.wait4(proc.pid, 0)
+            status, usage = self._wait(step, proc.pid, t0)
             proc.returncode = code = os.waitstatus_to_exitcode(status)
             with self._lock:
                 self.children.pop(proc.pid, None)
@@ -118,6 +120,20 @@ class Executor:
         update_state(self.paths, step.cell, lambda s: s.update(
             failed={"step": step.name, "exit": code, "reason": reason}))
         raise StepFailed(f"{step.cell}: {step.name} failed: {reason} (log: {log})")
+
+    def _wait(self, step: Step, pid: int, t0: float) -> tuple[int, Any]:
+        """Wait for the step's process; every minute save its CPU time so far, which a
+        study killed outright would otherwise lose (state.settle_killed)."""
+        last = time.time()
+        while True:
+            done, status, usage = os.wait4(pid, os.WNOHANG)
+            if done:
+                return status, usage
+            if time.time() - last >= SAVE_CPU_EVERY:
+                last, cpu = time.time(), cpu_of_live(pid)
+                update_state(self.paths, step.cell, lambda s: s.get("running", {}).update(
+                    cpu_seconds=round(cpu, 1), seen=round(last, 2)))
+            time.sleep(0.5)
 
     def adopt(self, step: Step, cell: Cell, seed: int, source: str) -> None:
         """A model trained earlier becomes the step's output, once its settings match."""
@@ -188,6 +204,8 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
     hold_lock(paths.out)
     check_and_record(config, paths.record, now)
     progress = Progress()
+    for what in settle_killed(paths, [BASELINE] + names):
+        progress(f"{what}: the last run was killed outright; its CPU time so far is counted")
     ex = Executor(paths, progress)
     planner = Planner(config, paths.out)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -37,6 +37,50 @@ def update_state(paths: Paths, cell: str, change: Callable[[dict], None]) -> Non
     write_json(state_path(paths, cell), state)
 
 
+def cpu_of_live(pid: int) -> float:
+    """CPU seconds of a live process and its live children so far (Linux /proc), else 0."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            with open(f"/proc/{p}/task/{p}/children", encoding="ascii") as f:
+                todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def settle_killed(paths: Paths, cells: list[str]) -> list[str]:
+    """A study killed outright (SIGKILL, a machine stopping) never recorded the steps it
+    was running: fold the CPU and wall time each last saved (`running`, refreshed every
+    minute by the runner) into that step's totals, as an attempt that ended killed.
+    Call it holding OUT's lock (no runner is alive then); returns 'cell: step' of each."""
+    settled = []
+    for cell in cells:
+        state = read_state(paths, cell)
+        run = state.get("running")
+        if not run:
+            continue
+
+        def fold(s: dict, run: dict = run) -> None:
+            s.pop("running", None)
+            st = s["steps"].setdefault(run["step"], {"cpu_seconds": 0.0,
+                                                     "wall_seconds": 0.0, "attempts": 0})
+            st["cpu_seconds"] = round(st["cpu_seconds"] + run.get("cpu_seconds", 0.0), 1)
+            wall = run.get("seen", run["since"]) - run["since"]
+            st["wall_seconds"] = round(st["wall_seconds"] + max(0.0, wall), 1)
+            st["attempts"] += 1
+            st["last_exit"] = "killed"
+        update_state(paths, cell, fold)
+        settled.append(f"{cell}: {run['step']}")
+    return settled
+
+
 def resumable(out: str) -> bool:
     """A training run killed after its first save (fairseq's or DP-SGD's)."""
     return (os.path.isfile(os.path.join(out, "checkpoints", "checkpoint_last.pt"))

@@ -13,25 +13,7 @@ from typing import Any
 from .config import BASELINE, StudyConfig
 from .plan import FINETUNE, CellPlan, Paths, Planner
 from ..fileio import output_lock_holder
-from .state import read_state, resumable
-
-
-def _cpu_of_live(pid: int) -> float:
-    """CPU seconds of a live process and its children so far (Linux /proc), else 0."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open(f"/proc/{p}/stat", encoding="ascii") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
-            with open(f"/proc/{p}/task/{p}/children", encoding="ascii") as f:
-                todo += [int(c) for c in f.read().split()]
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
+from .state import cpu_of_live, read_state, resumable
 
 
 def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | None:
@@ -72,12 +54,14 @@ def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool
     state = read_state(paths, plan.cell)
     cpu = sum(s.get("cpu_seconds", 0.0) for s in state.get("steps", {}).values())
     running = state.get("running")
+    if running and not (live and os.path.exists(f"/proc/{running['pid']}")):
+        cpu += running.get("cpu_seconds", 0.0)  # killed outright: its last saved figure
     done = [s.name for s in plan.steps if s.done]
     if plan.done:
         what = "done"
     elif running and live and os.path.exists(f"/proc/{running['pid']}"):
         what = f"running: {running['step']}"
-        cpu += _cpu_of_live(int(running["pid"]))
+        cpu += cpu_of_live(int(running["pid"]))
     elif state.get("failed"):
         f = state["failed"]
         what = f"failed at {f['step']}: {f['reason']}"
