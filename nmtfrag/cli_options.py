@@ -232,9 +232,10 @@ def add_batch_schedule(g: OptionGroup, help: str) -> None:
     g.add_argument("--batch-schedule", default=None, metavar="SCHED", help=help)
 
 
-def add_accountant(g: OptionGroup, help: str) -> None:
-    """--accountant rdp|prv (default rdp)."""
-    g.add_argument("--accountant", choices=("rdp", "prv"), default="rdp", help=help)
+def add_accountant(g: OptionGroup, help: str, default: str | None = "prv") -> None:
+    """--accountant rdp|prv (default prv: nmtfrag.dp.accounting.DEFAULT_ACCOUNTANT;
+    None: left out, for a caller that tells a choice from a default)."""
+    g.add_argument("--accountant", choices=("rdp", "prv"), default=default, help=help)
 
 
 def add_privacy_unit(g: OptionGroup, unit_help: str, documents_help: str) -> None:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # numpy and torch are imported where a generator is made
 
 SECRET = "secret"
 SEEDED = "seeded"
+SEEDED_MARK = "seeded: not private"  # what every ε of a seeded output is printed with
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,9 @@ class Seed:
         """What a shipped manifest may say about the randomness (never the seed)."""
         if self.reproducible:
             return {"source": SEEDED, "private": False,
-                    "note": "drawn from a user-given --seed: reproducible, NOT private "
-                            "(whoever learns the seed can replay the shuffle or noise)"}
+                    "note": f"{SEEDED_MARK}: drawn from a user-given --seed, reproducible "
+                            "(whoever learns the seed can replay the shuffle or noise, so "
+                            "no ε stated beside it is a guarantee)"}
         return {"source": SECRET, "private": True,
                 "note": "drawn from the operating system's cryptographic source"}
 

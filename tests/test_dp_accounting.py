@@ -128,12 +128,18 @@ def test_privacy_command_refuses_missing_delta(capsys):
 
 def test_privacy_command_model_dir(tmp_path, capsys):
     import json
-    cert = {"training": {"history": [[1.0, 0.01, 1000]], "delta": 1e-5,
-                         "accountant": "rdp", "noise_multiplier": 1.0, "steps": 1000},
-            "vocabulary": {"epsilon": 0.5, "delta": 2e-9}}
-    (tmp_path / "privacy.json").write_text(json.dumps(cert))
+
+    from certfiles import training_entry, vocabulary_entry, write_model
+
+    vocab = vocabulary_entry(sigma=200.0, delta=1e-9, tuple_len=256)
+    write_model(tmp_path, training_entry(sigma=1.0, q=0.01, steps=1000, delta=1e-5),
+                vocab)
     assert main(["privacy", str(tmp_path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["total"]["epsilon"] == pytest.approx(0.5 + 2.1014, abs=1e-3)
+    # the DP unit count's segment (s = 100) costs little by RDP composition
+    assert out["training"]["epsilon"] == pytest.approx(2.1014, abs=5e-3)
+    assert out["total"]["epsilon"] == pytest.approx(vocab["epsilon"]
+                                                    + out["training"]["epsilon"])
+    assert vocab["epsilon_corollary_1"] == pytest.approx(0.517, abs=0.01)  # Hoory et al.
     assert out["total"]["delta"] == pytest.approx(1e-5 + 2e-9)
     assert main(["privacy", str(tmp_path / "nope")]) == 2

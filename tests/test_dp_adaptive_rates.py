@@ -127,6 +127,9 @@ def test_a_tampered_basic_certificate_is_refused(corpus, tmp_path, capsys):
     cert = json.loads((tmp_path / "bad" / "privacy.json").read_text())
     cert["training"]["composition"]["epsilon_train_bound"] = 0.01
     (tmp_path / "bad" / "privacy.json").write_text(json.dumps(cert))
+    man = json.loads((tmp_path / "bad" / "manifest.json").read_text())
+    man["privacy"] = cert  # the manifest's copy edited alike
+    (tmp_path / "bad" / "manifest.json").write_text(json.dumps(man))
     assert main(["privacy", str(tmp_path / "bad")]) == 2
     assert "exceeds the bound" in capsys.readouterr().err
 

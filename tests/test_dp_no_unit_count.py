@@ -172,7 +172,7 @@ def test_finetune_dp_ships_no_unit_count(corpus, capsys):
     t = json.loads((root / "ft-rate" / "privacy.json").read_text())["training"]
     assert t["history"][1][1] == 0.09 and t["composition"]["kind"] == "rdp"
     without = accounting.epsilon([tuple(h) for h in t["history"][1:]], 1e-3, "rdp")
-    assert 0 < t["epsilon"] - without < 0.05  # the count costs little by RDP
+    assert 0 < t["epsilon_all_accountants"]["rdp"] - without < 0.05  # little, by RDP
     assert _finetune(root, base, "ft-doc", "--sample-rate", "0.11", "--dp-steps", "2",
                      "--noise-multiplier", "1.0",
                      "--dp-params", "bias", "--privacy-unit", "document", "--documents",

@@ -258,3 +258,58 @@ def test_a_run_stopped_before_training_says_there_is_nothing_to_resume(tiny_dir,
         dp_finetune(_job(root, base, tmp_path / "cut", resume=True), _config(steps=1))
     dp_finetune(_job(root, base, tmp_path / "cut"), _config(steps=1))  # starts over
     assert (tmp_path / "cut" / "manifest.json").is_file()
+
+
+# --- a resumed run keeps the σ it planned and the accountant that set it (item 8) ------
+
+def _calibrated(**kw):
+    return _config(**dict(dict(noise_multiplier=None, target_epsilon=8.0), **kw))
+
+
+def _cut(root, base, out, monkeypatch, config):
+    monkeypatch.setattr(resume.Checkpointer, "stop_after", 3)
+    with pytest.raises(resume.Interrupted):
+        dp_finetune(_job(root, base, out, save_every=2), config)
+    monkeypatch.setattr(resume.Checkpointer, "stop_after", None)
+
+
+def test_resume_keeps_the_recorded_accountant_and_sigma(tiny_dir, tmp_path, monkeypatch):
+    """A run recorded with RDP calibration (the default before issue 31, item 8; its
+    dp-count.json without σ) resumes with RDP and its σ when --accountant is left out,
+    and is refused when another accountant is asked for; a run whose σ is saved resumes
+    with that σ even if calibration would now give another."""
+    from nmtfrag.dp import accounting
+
+    root, base = tiny_dir
+    old = tmp_path / "old"
+    _cut(root, base, old, monkeypatch, _calibrated(accountant="rdp"))
+    count = old / "owner" / "dp-count.json"
+    saved = json.loads(count.read_text())
+    assert saved["accountant"] == "rdp"
+    sigma_rdp = saved.pop("noise_multiplier")
+    count.write_text(json.dumps(saved))  # as an interrupted run of the earlier code left it
+    with pytest.raises(InputError, match=r"config\.accountant: was 'rdp', now 'prv'"):
+        dp_finetune(_job(root, base, old, resume=True), _calibrated())
+    dp_finetune(_job(root, base, old, resume=True, save_every=2),
+                _calibrated(accountant_given=False))  # --accountant left out
+    cert = json.loads((old / "privacy.json").read_text())["training"]
+    assert cert["accountant"] == "rdp" and cert["calibration"]["accountant"] == "rdp"
+    assert cert["history"][1:] == [[sigma_rdp, 0.25, 5]]  # one σ throughout
+    assert cert["epsilon"] == pytest.approx(cert["epsilon_all_accountants"]["rdp"])
+    assert cert["epsilon"] <= 8.0
+
+    new = tmp_path / "new"
+    _cut(root, base, new, monkeypatch, _calibrated(accountant_given=False))
+    sigma = json.loads((new / "owner" / "dp-count.json").read_text())["noise_multiplier"]
+    assert sigma < sigma_rdp  # PRV: less noise for the same ε
+    real = accounting.noise_multiplier_for
+    monkeypatch.setattr(accounting, "noise_multiplier_for",
+                        lambda *a, **k: real(*a, **k) * 1.5)  # calibration changed since
+    summary = dp_finetune(_job(root, base, new, resume=True, save_every=2),
+                          _calibrated(accountant_given=False))
+    cert = json.loads((new / "privacy.json").read_text())["training"]
+    assert cert["history"][1:] == [[sigma, 0.25, 5]] and summary["noise_multiplier"] == sigma
+    assert cert["accountant"] == summary["accountant"] == "prv"
+    assert cert["calibration"] == {"by": "calibrated to ε ≤ 8 with PRV, the upper end of "
+                                         "its ε estimate", "accountant": "prv"}
+    assert cert["epsilon"] == pytest.approx(cert["epsilon_all_accountants"]["prv"])

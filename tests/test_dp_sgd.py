@@ -253,7 +253,8 @@ def test_finetune_dp_end_to_end(tiny_dir, capsys):
     # q came from ñ: the count and the training compose by basic composition
     eps_count = accounting.analytic_gaussian_epsilon(100.0, 1e-4)
     assert t["epsilon"] == pytest.approx(eps_count + t["composition"]["epsilon_train_bound"])
-    assert accounting.epsilon([tuple(h) for h in t["history"][1:]], 9e-4, "rdp") \
+    assert t["accountant"] == "prv"  # σ calibrated with PRV, the default (issue 31, item 8)
+    assert accounting.epsilon([tuple(h) for h in t["history"][1:]], 9e-4, "prv") \
         <= 2.0 - eps_count
     assert len((out / "owner" / "train.log").read_text().splitlines()) == 4
     assert not [f for f in os.listdir(out) if f.startswith(".dp-work")]  # no text left

@@ -117,17 +117,14 @@ def test_finetune_refuses_mismatched_units_before_training(data, capsys, no_work
 
 
 def test_privacy_command_prints_no_sum_across_units(tmp_path, capsys):
+    from certfiles import training_entry, vocabulary_entry, write_model
+
     d = tmp_path / "old-model"
-    d.mkdir()
-    training = {"privacy_unit": "document", "unit": "one document (all its pairs)",
-                "history": [[1.2, 0.05, 100]], "delta": 1e-5, "accountant": "rdp",
-                "epsilon": 1.7, "noise_multiplier": 1.2, "steps": 100}
-    (d / "privacy.json").write_text(json.dumps(
-        {"training": training, "vocabulary": {"epsilon": 5.05, "delta": 2e-9,
-                                              "unit": UNIT}}))
+    vocab = vocabulary_entry(sigma=3.0, delta=1e-9, unit_key="sentence")
+    write_model(d, training_entry(sigma=1.2, q=0.05, steps=100, unit="document"), vocab)
     assert main(["privacy", str(d)]) == 2
     cap = capsys.readouterr()
-    assert "ε_T = " in cap.out and "ε_V = 5.05" in cap.out
+    assert "ε_T = " in cap.out and f"ε_V = {vocab['epsilon']:.4f}" in cap.out
     assert "total" not in cap.out
     err = cap.err.strip().splitlines()
     assert len(err) == 1 and "not composable" in err[0] and "one document" in err[0]

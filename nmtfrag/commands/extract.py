@@ -197,11 +197,14 @@ def _run(args):
           f"{args.out} ({randomness}); share only the top-level files, never "
           f"{args.out.rstrip('/')}/owner/", file=sys.stderr)
     if dp is not None:
+        from ..randomness import SEEDED_MARK
+
         r = result.manifest["privacy"]["release"]
         print(f"nmtfrag extract --dp: ({r['epsilon']:.3g}, {r['delta']:g})-DP per "
               f"{dp.unit}; σ = {r['sigma']:.2f}, threshold {r['threshold']:.1f} units, "
               f"{result.owner['dp_counts']['released_distinct_pairs']} distinct pairs "
-              f"released", file=sys.stderr)
+              f"released" + ("" if r["randomness"]["private"] else
+                             f" ({SEEDED_MARK})"), file=sys.stderr)
         if not result.owner["dp_counts"]["released_distinct_pairs"]:
             print("warning: the DP release is empty: no phrase pair is shared by enough "
                   f"{dp.unit}s to clear the threshold", file=sys.stderr)

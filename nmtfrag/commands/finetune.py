@@ -172,7 +172,8 @@ def _run(args):
     if dp:
         from ..dp.engine import dp_finetune
 
-        return _report_dp(dp_finetune(job, dp_cli.config_from_args(args)))
+        return _report_dp(dp_finetune(job, dp_cli.config_from_args(args)),
+                          seeded=args.seed is not None)
     from ..finetune import finetune
 
     return _report(finetune(job, config_from_args(args)), args.out)
@@ -255,11 +256,19 @@ def _report(manifest, out):
     return 0
 
 
-def _report_dp(summary):
+def _report_dp(summary, seeded=False):
     import json
     import sys
 
+    from ..randomness import SEEDED_MARK
+
+    if seeded and not summary.get("not_private"):  # its ε is no guarantee: say so
+        summary = {**summary, "randomness": SEEDED_MARK}
     print(json.dumps(summary))
+    if seeded and not summary.get("not_private"):
+        print(f"{SEEDED_MARK}: ε = {summary['epsilon_total']:.4f} is the mechanism's, not "
+              "a guarantee (--seed: whoever learns the seed can replay the noise)",
+              file=sys.stderr)
     if summary.get("not_private"):
         print(f"{summary['not_private']}: {summary['out']} has no privacy certificate",
               file=sys.stderr)

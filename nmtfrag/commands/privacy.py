@@ -1,7 +1,11 @@
 """Print a privacy certificate: for a DP model directory, or for a training plan.
 
-`nmtfrag privacy MODEL_DIR` reads MODEL_DIR/privacy.json (written by
-`nmtfrag finetune --dp`), recomputes ε_T from the recorded history (the DP unit count's
+`nmtfrag privacy DIR` checks DIR/privacy.json of a `finetune --dp` model, an
+`extract --dp` release or a `vocab --dp` vocabulary: it recomputes every figure and
+refuses (exit 2, one line) a certificate whose stored figures, redundant fields or
+manifest.json copy do not follow from its recorded mechanism (it does not authenticate:
+a consistently rewritten file passes; docs/privacy.md); a seeded output's ε is printed
+with "seeded: not private". For a model it recomputes ε_T from the recorded history (the DP unit count's
 segment first, then the noisy steps) by the recorded composition — RDP/PRV composition
 of the whole history when the rates were fixed in advance (--sample-rate), basic
 composition ε_count + ε_train when they came from the DP count (logical batch) — with
@@ -37,8 +41,10 @@ HELP = "print ε for a DP model directory or a DP-SGD plan (or σ for a target �
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", nargs="?", metavar="DIR",
-                   help="a model directory trained with `nmtfrag finetune --dp`, or a "
-                        "release made with `nmtfrag extract --dp`")
+                   help="a model directory trained with `nmtfrag finetune --dp`, a "
+                        "release made with `nmtfrag extract --dp` or a vocabulary made "
+                        "with `nmtfrag vocab --dp`: every figure is recomputed, an "
+                        "edited certificate refused")
     opt.add_noise_multiplier(p, "noise std / clipping norm of each step")
     opt.add_epsilon(p, "print the noise multiplier that reaches this ε",
                     dest="target_epsilon")
@@ -54,7 +60,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shards", type=ct.positive_int, default=1, metavar="P",
                    help="devices each adding their own noise (accounted as σ√P; "
                         "default %(default)s)")
-    opt.add_accountant(p, "accountant for the headline figure (default rdp)")
+    opt.add_accountant(p, "accountant that calibrates σ to --epsilon in a plan, marked * "
+                          "(default prv, as in `finetune --dp`); a certificate states "
+                          "its recorded one")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -71,14 +79,36 @@ def _print_composition(t: dict) -> None:
               f"{tr['delta']:g} ({tr['accountant']}); ε_T = ε_count + bound")
 
 
+def _seeded(out: dict) -> str:
+    """The mark every printed ε of a seeded output carries."""
+    return "" if out.get("private", True) else "  — seeded: not private"
+
+
+def _print_not_private(out: dict) -> None:
+    if out.get("not_private"):
+        print(f"randomness {out['not_private']}")
+
+
 def _print_release(out: dict) -> None:
     r, tot = out["release"], out["total"]
     print(f"release: {out['release_dir']}")
+    _print_not_private(out)
     print(f"unit      {r['unit']} (at most {r['cap']} distinct phrase pairs counted each)")
     print(f"mechanism {r['mechanism']}")
     print(f"          σ = {r['sigma']:.4f}, threshold {r['threshold']:.2f}; the pairs held "
           f"by one unit all stay below it with probability ≥ 1 − {r['delta_threshold']:g}")
-    print(f"total      ε = {tot['epsilon']:.4f} at δ = {tot['delta']:g}")
+    print(f"total      ε = {tot['epsilon']:.4f} at δ = {tot['delta']:g}{_seeded(out)}")
+
+
+def _print_vocabulary(out: dict) -> None:
+    v, tot = out["vocabulary"], out["total"]
+    print(f"vocabulary: {out['vocabulary_dir']}")
+    _print_not_private(out)
+    print(f"unit      {v['unit']}")
+    print(f"mechanism {v['method']}")
+    print(f"          σ = {v['sigma']:g}, tuple length {v['tuple_len']}, threshold "
+          f"{v['threshold']:.2f}")
+    print(f"total      ε = {tot['epsilon']:.4f} at δ = {tot['delta']:g}{_seeded(out)}")
 
 
 def _refuse_sum(out: dict) -> None:
@@ -126,12 +156,17 @@ def _print_certificate(out: dict, as_json: bool) -> int:
     if "release" in out:
         _print_release(out)
         return 0
+    if "vocabulary_dir" in out:
+        _print_vocabulary(out)
+        return 0
     t, v, tot = out["training"], out["vocabulary"], out["total"]
     print(f"model: {out['model_dir']}")
+    _print_not_private(out)
     print(f"unit      {t.get('unit', 'one training sentence pair')}")
     print(f"training  ε_T = {t['epsilon']:.4f} at δ_T = {t['delta']:g} "
           f"({t.get('accountant', 'rdp')}; " + ", ".join(
-              f"{k} {e:.4f}" for k, e in t["epsilon_recomputed"].items()) + ")")
+              f"{k} {e:.4f}" for k, e in t["epsilon_recomputed"].items()) + ")"
+          + _seeded(out))
     print(f"          noise multiplier {t.get('noise_multiplier')}, "
           f"{t.get('steps')} noisy steps, clip {t.get('max_grad_norm')}")
     if t.get("unit_count"):
@@ -154,7 +189,7 @@ def _print_certificate(out: dict, as_json: bool) -> int:
         print(f"warning: {out['base_model']['warning']}")
     _refuse_sum(out)
     print(f"total      ε = {tot['epsilon']:.4f} at δ = {tot['delta']:g} "
-          f"({tot['composition']})")
+          f"({tot['composition']}){_seeded(out)}")
     return 0
 
 
@@ -171,4 +206,6 @@ def _print_plan(out: dict, accountant: str) -> None:
     print(f"steps: {out['steps']} ({segs}), δ = {out['delta']:g}")
     for name, e in out["epsilon"].items():
         mark = " *" if name == accountant else ""
-        print(f"ε ({name}) = {e:.4f}{mark}")
+        how = (f" (upper end of PRV's estimate, error ≤ {out['prv_eps_error']:.2g})"
+               if name == "prv" and "prv_eps_error" in out else "")
+        print(f"ε ({name}) = {e:.4f}{mark}{how}")

@@ -86,6 +86,8 @@ def _run(args: argparse.Namespace) -> int:
         tuple_len=args.tuple_len, dedup=args.dedup, merges=args.merges,
         min_frequency=args.min_frequency, extend=args.extend, min_pieces=args.min_pieces,
         max_new_words=args.max_new_words, seed=args.seed, overwrite=args.overwrite))
+    from ..randomness import SEEDED_MARK
+
     m = result.manifest
     e = m["epsilon_both_methods"]
     print(f"kept {m['kept_words']} of {result.owner['counts']['distinct_words']} words "
@@ -95,6 +97,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"extended {args.extend}: {m['extension']['new_words']} new words, "
               f"{m['extension']['new_symbols']} new symbols")
     print(f"ε_V = {e['analytic_gaussian']:.4f} (analytic Gaussian, used); "
-          f"Corollary 1: {e['corollary_1']:.4f}; δ_V = {2 * args.delta:g}")
+          f"Corollary 1: {e['corollary_1']:.4f}; δ_V = {2 * args.delta:g}"
+          + ("" if m["randomness"]["private"] else f" — {SEEDED_MARK}"))
     print(f"wrote {result.out}")
     return 0

@@ -2,11 +2,12 @@
 
 A DP output carries its guarantee in `privacy.json`: a model trained with
 `nmtfrag finetune --dp` (the training history, the vocabulary's ε_V, earlier DP trainings
-of the base model) or a release of `nmtfrag extract --dp` (the set union's σ, threshold
-and cap). Why recompute instead of printing what the file says: the certificate is the
-only evidence that leaves with the output, so `read_certificate` recomputes every ε from
-the recorded mechanism parameters (both accountants for training) and refuses a file
-whose figures do not follow from them. `privacy_plan` gives the same numbers before any
+of the base model), a release of `nmtfrag extract --dp` (the set union's σ, threshold
+and cap) or a vocabulary of `nmtfrag vocab --dp`. Why recompute instead of printing what
+the file says: the certificate is the only evidence that leaves with the output, so
+`read_certificate` recomputes every figure from the recorded mechanism parameters (both
+accountants for training) and refuses a file whose stored figures, redundant fields or
+manifest copy do not follow from them (nmtfrag.dp.cert_check). It does not authenticate. `privacy_plan` gives the same numbers before any
 training, so a run can be planned to a budget.
 
 These are library functions: `nmtfrag privacy` only parses and prints their results.
@@ -17,96 +18,96 @@ import json
 import os
 
 from ..errors import InputError
-from . import accounting, histogram, schedule
+from ..randomness import SEEDED_MARK
+from . import accounting, cert_check, schedule
 
 CERTIFICATE = "privacy.json"
 
 
 def read_certificate(directory: str) -> dict:
-    """The checked certificate of a DP model dir or DP release, every ε recomputed.
+    """The checked certificate of a DP model dir, DP release or DP vocabulary, every
+    figure recomputed (nmtfrag.dp.cert_check) and compared with what privacy.json and
+    the manifest's copy store.
 
     A model dir gives {"model_dir", "training", "earlier_training", "vocabulary",
-    "base_model", "total"}; a release gives {"release_dir", "release", "total"}. Parts
-    of different privacy units have no sum: then `total` is {"composable": False,
-    "reason": …} (the caller decides whether that is an error). Raises InputError for a
-    missing or malformed certificate, or for a not-private (simulated) run."""
+    "base_model", "total"}; a release gives {"release_dir", "release", "total"}; a
+    vocabulary {"vocabulary_dir", "vocabulary", "total"}. Each also has "private"
+    (False for a seeded run) and, when not private, "not_private" ("seeded: not
+    private …"). Parts of different privacy units have no sum: then `total` is
+    {"composable": False, "reason": …} (the caller decides whether that is an error).
+    Raises InputError (one line) for a missing, malformed, edited or forged
+    certificate, or for a not-private (simulated) run."""
     path = os.path.join(directory, CERTIFICATE)
     if not os.path.exists(directory):
         raise InputError(f"{directory}: no such directory")
     if not os.path.isdir(directory):
         raise InputError(f"{directory}: not a directory (give a model directory trained "
-                         "with `nmtfrag finetune --dp` or a release of `extract --dp`)")
+                         "with `nmtfrag finetune --dp`, a release of `extract --dp` or a "
+                         "vocabulary of `vocab --dp`)")
     refuse_not_private(directory)
     if not os.path.isfile(path):
-        raise InputError(f"{path} not found: {directory} was not trained with "
-                         "`nmtfrag finetune --dp` (no privacy certificate)")
+        raise InputError(f"{path} not found: {directory} is no output of `nmtfrag "
+                         "finetune --dp`, `extract --dp` or `vocab --dp` (no privacy "
+                         "certificate)")
+    cert = _read_json(path)
+    man_path = os.path.join(directory, "manifest.json")
+    if not os.path.isfile(man_path):
+        raise InputError(f"{man_path} not found: a DP output's manifest holds the "
+                         "certificate's copy (an unfinished or edited output)")
+    manifest = _read_json(man_path)
+    try:
+        if isinstance(cert, dict) and "release" in cert:
+            checked = cert_check.check_release(cert, manifest)
+            out = {"release_dir": os.path.abspath(directory),
+                   "release": cert["release"], "total": cert["total"]}
+        elif isinstance(cert, dict) and "training" in cert:
+            checked = cert_check.check_model(cert, manifest)
+            out = _training_report(directory, cert, checked)
+        elif isinstance(cert, dict) and set(cert) == {"vocabulary"}:
+            checked = cert_check.check_vocabulary(cert, manifest)
+            v = cert["vocabulary"]
+            out = {"vocabulary_dir": os.path.abspath(directory), "vocabulary": v,
+                   "total": {"epsilon": v["epsilon"], "delta": v["delta"],
+                             "composition": "one mechanism (ε_V, δ of the counts + δ "
+                                            "of the threshold)"}}
+        else:
+            raise cert_check.CertificateError(
+                "it holds no training, release or vocabulary entry")
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError,
+            ArithmeticError) as exc:
+        raise InputError(f"{path}: malformed privacy certificate "
+                         f"({type(exc).__name__}: {exc})") from None
+    out["private"] = not checked["seeded"]
+    if checked["seeded"]:
+        out["not_private"] = (f"{SEEDED_MARK}: the noise came from a "
+                              "user-given --seed, so whoever learns the seed can replay "
+                              "it; the ε below is the mechanism's, not a guarantee")
+    return out
+
+
+def _read_json(path: str) -> object:
     try:
         with open(path, encoding="utf-8") as f:
-            cert = json.load(f)
-        if "release" in cert:
-            return check_release(directory, cert["release"])
-        certified = _certify_training(cert)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{path}: malformed privacy certificate ({exc})") from None
-    return _training_report(directory, cert, certified)
+            return json.load(f)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror or exc}") from None
 
 
-def _certify_training(cert: dict) -> tuple[float, dict, dict, dict]:
-    """(ε_T, ε_T by each accountant, the composition's parts, the total) of a model's
-    certificate: the checks whose failure means a malformed file."""
+def _training_report(model_dir: str, cert: dict, checked: dict) -> dict:
     training = cert["training"]
-    earlier = cert.get("earlier_training") or []
-    for t in [training, *earlier]:
-        hist = t["history"]
-        if len(hist) == 0 or any(len(h) != 3 for h in hist):
-            raise ValueError("history must be [[σ, q, steps], …]")
-    certified, recomputed, parts = accounting.certify_training(training)
-    try:
-        total = accounting.compose_certificate(training, cert.get("vocabulary"),
-                                               earlier, training_eps=certified)
-    except accounting.NotComposable as exc:
-        total = {"epsilon": None, "delta": None, "composable": False,
-                 "reason": str(exc)}
-    return certified, recomputed, parts, total
-
-
-def _training_report(model_dir: str, cert: dict,
-                     certified: tuple[float, dict, dict, dict]) -> dict:
-    training = cert["training"]
-    epsilon, recomputed, parts, total = certified
-    composition = training.get("composition") or {
-        "kind": accounting.RDP_COMPOSITION,
-        "why": accounting.COMPOSITION_WHY[accounting.RDP_COMPOSITION]}
     return {"model_dir": os.path.abspath(model_dir),
-            "training": {**training, "epsilon": epsilon,
-                         "epsilon_recomputed": recomputed,
-                         "composition": {**composition, "parts": parts}},
-            "earlier_training": [{**t, "epsilon": accounting.training_epsilon(t)}
-                                 for t in cert.get("earlier_training") or []],
-            "vocabulary": cert.get("vocabulary") or accounting.NO_VOCABULARY,
-            "base_model": cert.get("base_model") or {},
-            "total": total}
-
-
-def check_release(release_dir: str, rel: dict) -> dict:
-    """A DP phrase-pair release (`nmtfrag extract --dp`): ε recomputed from σ and the
-    cap, and the threshold checked to bound a single unit's pairs by δ_T (ValueError if
-    not)."""
-    policy = rel.get("weights") == "policy"
-    eps = histogram.gaussian_epsilon(rel["sigma"], rel["delta_gauss"],
-                                     1 if policy else rel["cap"])
-    if policy:
-        ok = rel["threshold"] >= histogram.policy_threshold(
-            rel["sigma"], rel["delta_threshold"], rel["cap"]) * (1 - 1e-9)
-    else:
-        ok = histogram.tail_probability(rel["sigma"], rel["threshold"]) * rel["cap"] \
-            <= rel["delta_threshold"] * (1 + 1e-6)
-    if not ok:
-        raise ValueError("the threshold does not bound a single unit's pairs by δ_T")
-    return {"release_dir": os.path.abspath(release_dir),
-            "release": {**rel, "epsilon": eps},
-            "total": {"epsilon": eps, "delta": rel["delta_gauss"] + rel["delta_threshold"],
-                      "composition": "one mechanism (ε, δ_G + δ_T)"}}
+            "training": {**training, "epsilon": checked["epsilon"],
+                         "epsilon_recomputed": checked["epsilon_all"],
+                         "composition": {**training["composition"],
+                                         "parts": checked["parts"]}},
+            "earlier_training": list(cert["earlier_training"]),
+            "vocabulary": cert["vocabulary"],
+            "base_model": cert["base_model"],
+            "total": checked["total"]}
 
 
 def refuse_not_private(directory: str) -> None:
@@ -114,24 +115,31 @@ def refuse_not_private(directory: str) -> None:
     certificate: say so, and why, instead of any ε (InputError)."""
     try:
         with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as f:
-            rec = json.load(f).get("not_private")
-    except (OSError, ValueError, AttributeError):
+            man = json.load(f)
+    except (OSError, ValueError):
         return
-    if rec:
-        planned = rec.get("planned") or {}
-        eps = planned.get("epsilon_if_private")
-        raise InputError(f"{directory}: {rec.get('not_private', 'not private')}, no "
-                         f"privacy certificate: {rec.get('why', '')} (the planned run "
-                         f"would have ε = {'?' if eps is None else format(eps, '.4f')} "
-                         f"at δ = {planned.get('delta')}; train it without "
-                         "--dp-simulate-batch/--dp-control to get one)")
+    rec = man.get("not_private") if isinstance(man, dict) else None
+    if not rec:
+        return
+    if not isinstance(rec, dict):
+        raise InputError(f"{directory}: its manifest says it is not private "
+                         f"({str(rec)[:80]}): no privacy certificate")
+    got = rec.get("planned")
+    planned: dict = got if isinstance(got, dict) else {}
+    eps = planned.get("epsilon_if_private")
+    eps_text = (format(eps, ".4f") if isinstance(eps, (int, float))
+                and not isinstance(eps, bool) else "?")
+    raise InputError(f"{directory}: {rec.get('not_private', 'not private')}, no "
+                     f"privacy certificate: {rec.get('why', '')} (the planned run "
+                     f"would have ε = {eps_text} at δ = {planned.get('delta')}; train "
+                     "it without --dp-simulate-batch/--dp-control to get one)")
 
 
 def privacy_plan(*, delta: float | None, n_examples: int | None, steps: int | None,
                  sample_rate: float | None = None, batch_schedule: str | None = None,
                  noise_multiplier: float | None = None,
                  target_epsilon: float | None = None, shards: int = 1,
-                 accountant: str = "rdp") -> dict:
+                 accountant: str = accounting.DEFAULT_ACCOUNTANT) -> dict:
     """ε of a DP-SGD plan by every accountant (or, with `target_epsilon`, the noise
     multiplier that reaches it), before any training.
 
@@ -164,6 +172,7 @@ def privacy_plan(*, delta: float | None, n_examples: int | None, steps: int | No
     hist = accounting.rates_history(eff, segs)
     out["epsilon"] = {name: accounting.epsilon(hist, delta, name)
                       for name in accounting.ACCOUNTANTS}
+    out["prv_eps_error"] = accounting.prv_epsilon(hist, delta)[1]  # ε (prv) is its upper end
     return out
 
 

@@ -16,6 +16,7 @@ from ..errors import InputError
 from ..lora_targets import LORA_DEFAULT_MODULES
 from ..trainable import CHOICES, TrainableSet
 from . import recipe
+from .accounting import DEFAULT_ACCOUNTANT
 
 if TYPE_CHECKING:
     from .engine import DPConfig
@@ -48,8 +49,11 @@ def _add_guarantee(g: opt.OptionGroup) -> None:
                      "examples)")
     g.add_argument("--max-grad-norm", type=ct.positive_float, default=1.0,
                    help="per-example gradient clipping norm C (default 1.0)")
-    opt.add_accountant(g, "privacy accountant used for calibration and the certificate "
-                          "(default rdp; the other one is reported as a cross-check)")
+    opt.add_accountant(g, "privacy accountant that calibrates σ to --epsilon and whose ε "
+                          "the certificate states (default prv: the upper end of its "
+                          "estimate, the tighter one; rdp is the earlier default); both "
+                          "are reported. --resume keeps the interrupted run's",
+                       default=None)
 
 
 def _add_batches(g: opt.OptionGroup) -> None:
@@ -229,7 +233,8 @@ def config_from_args(args: argparse.Namespace) -> DPConfig:
         sample_rate=args.sample_rate,
         physical_batch=args.physical_batch, physical_max_tokens=args.max_tokens,
         steps=args.dp_steps or getattr(args, "max_updates", None),
-        epochs=getattr(args, "max_epoch", None), accountant=args.accountant,
+        epochs=getattr(args, "max_epoch", None), accountant=args.accountant or DEFAULT_ACCOUNTANT,
+        accountant_given=args.accountant is not None,
         **({"lr": args.dp_lr} if args.dp_lr else {}),  # else DPConfig's: the recipe's
         weight_decay=args.dp_weight_decay,
         params=trainable_set(args), unit=args.privacy_unit, documents=args.documents,

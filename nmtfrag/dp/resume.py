@@ -80,6 +80,9 @@ def run_identity(config: RunSettings, job: FineTuneJob,
     import dataclasses
 
     cfg = dataclasses.asdict(config)
+    for f in dataclasses.fields(config):  # e.g. whether an option was given or defaulted
+        if f.metadata.get("identity") is False:
+            cfg.pop(f.name, None)
     cfg["params"] = config.params.public_record()
     return {"inputs_sha256": dict(hashes), "config": cfg,
             "job": {k: getattr(job, k) for k in (
@@ -141,12 +144,18 @@ def write_identity(out: str, identity: Mapping[str, Any]) -> None:
     write_owner_json(out, identity, name=IDENTITY)
 
 
-def save_count(out: str, n_hat: float) -> None:
+def save_count(out: str, n_hat: float, sigma: Optional[float] = None,
+               accountant: Optional[str] = None) -> None:
     """Keep the DP unit count ñ (nmtfrag.dp.unit_count) so a resumed run plans with the
-    same one: drawing it again would change the rates and spend the count twice."""
+    same one: drawing it again would change the rates and spend the count twice. Once
+    planned, the noise multiplier σ and the accountant that set it are kept beside it:
+    a resumed run continues with that σ, never a recalibrated one."""
     from ..fileio import write_owner_json
 
-    write_owner_json(out, {"noisy_count": n_hat}, name=COUNT)
+    rec: dict[str, Any] = {"noisy_count": n_hat}
+    if sigma is not None:
+        rec.update(noise_multiplier=sigma, accountant=accountant)
+    write_owner_json(out, rec, name=COUNT)
 
 
 def saved_count(out: str) -> Optional[float]:
@@ -155,6 +164,27 @@ def saved_count(out: str) -> Optional[float]:
 
     path = _owner_file(out, COUNT)
     return float(read_json(path)["noisy_count"]) if os.path.isfile(path) else None
+
+
+def saved_sigma(out: str) -> Optional[float]:
+    """σ the interrupted run planned (and its saved history used), or None (a run saved
+    before σ was kept here: it is planned again, with the run's recorded accountant)."""
+    from ..fileio import read_json
+
+    path = _owner_file(out, COUNT)
+    sigma = read_json(path).get("noise_multiplier") if os.path.isfile(path) else None
+    return None if sigma is None else float(sigma)
+
+
+def saved_accountant(out: str) -> Optional[str]:
+    """The accountant in the interrupted run's identity (OUT/owner/dp-run.json), or None."""
+    import json
+
+    if not os.path.isfile(identity_path(out)):
+        return None
+    with open(identity_path(out), encoding="utf-8") as f:
+        acc = (json.load(f).get("config") or {}).get("accountant")
+    return acc if isinstance(acc, str) else None
 
 
 def discard(out: str) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..errors import InputError
+from ..randomness import Seed
 
 # a plan's batch segments: (first step, expected batch: B, or q·ñ at a fixed rate q)
 PlanSegment = tuple[int, "float | None"]
@@ -45,6 +46,17 @@ WHY = {"simulation": "a simulation of a planned DP run (Sander et al. 2023): bat
                             "noise (σ = 0), on batches of {b_sim} instead of {b} (zero "
                             "noise per averaged gradient either way, as in the "
                             "simulation): no guarantee at all, so no certificate"}
+
+
+def public_randomness(seed: Seed, not_private: dict[str, Any] | None) -> dict[str, Any]:
+    """The shipped manifest's randomness record: a simulation or control is not private
+    whatever its randomness, so it never says `private: true` (issue 31)."""
+    rec = seed.public_record()
+    if not_private:
+        rec = {**rec, "private": False,
+               "note": f"{not_private['not_private']}: {rec['note']}; no guarantee "
+                       "whatever the randomness"}
+    return rec
 
 
 def check(config: PlannedRun) -> None:

@@ -1,0 +1,70 @@
+"""Hand-made DP outputs for tests of `nmtfrag privacy`: a privacy.json and the
+manifest.json that carries its copy, complete as `finetune --dp` writes them, every
+figure computed by nmtfrag's own accounting (no training). Only the fields a test
+chooses differ from a real run's."""
+import json
+
+from nmtfrag.dp import accounting, histogram, unit_count
+from nmtfrag.randomness import Seed
+
+
+def vocabulary_entry(sigma=6.0, delta=1e-9, tuple_len=16, unit_key="sentence",
+                     seeded=False):
+    """A `vocab --dp` certificate entry (δ is the counts' δ; δ_V = 2δ)."""
+    from nmtfrag.dp.vocab import UNIT, UNIT_DEDUP, vocab_epsilon
+
+    eps = vocab_epsilon(sigma, delta, tuple_len)
+    return {"epsilon": eps["analytic_gaussian"], "delta": 2 * delta,
+            "method": "analytic Gaussian mechanism (Balle & Wang 2018) at sensitivity "
+                      "√N, plus δ for the threshold",
+            "epsilon_corollary_1": eps["corollary_1"],
+            "corollary_1_valid": eps["corollary_1"] < 1.0,
+            "sigma": sigma, "tuple_len": tuple_len,
+            "threshold": histogram.threshold(sigma, delta, tuple_len),
+            "unit": UNIT_DEDUP if unit_key == "distinct-sentence" else UNIT,
+            "unit_key": unit_key, "neighbouring": "add/remove one unit",
+            "randomness": Seed(1, reproducible=seeded).public_record()}
+
+
+def training_entry(sigma=1.0, q=0.01, steps=1000, delta=1e-5, unit="sentence",
+                   accountant="rdp", seeded=False):
+    """A `finetune --dp --sample-rate q` training entry: the DP unit count's segment,
+    then `steps` steps at (σ, q), RDP composition."""
+    count = unit_count.count_segment()
+    training = {
+        "mechanism": "DP-SGD, Poisson-subsampled Gaussian, add/remove one unit",
+        "unit": accounting.UNIT_LABELS[unit], "privacy_unit": unit,
+        "unit_key": unit, "accountant": accountant, "delta": delta,
+        "noise_multiplier": sigma, "max_grad_norm": 1.0, "steps": steps,
+        "sample_rate": q,
+        "unit_count": {"mechanism": "ñ = n + N(0, s²)", "noise_std": count[0],
+                       "planning_count": 1000.0},
+        "composition": accounting.composition_record(accounting.RDP_COMPOSITION, delta),
+        "history": [list(count), [sigma, q, steps]],
+        "randomness": Seed(1, reproducible=seeded).public_record()}
+    eps, eps_all, parts = accounting.certify_training(training)
+    training.update(epsilon=eps, epsilon_all_accountants=eps_all)
+    training["composition"]["parts"] = parts
+    return training
+
+
+def write_model(directory, training, vocabulary=None, earlier=()):
+    """privacy.json and manifest.json of a DP model dir in `directory`."""
+    vocab = vocabulary or accounting.NO_VOCABULARY
+    try:
+        total = accounting.compose_certificate(training, vocab, list(earlier),
+                                               training_eps=training["epsilon"])
+    except accounting.NotComposable as exc:  # an old-style certificate
+        total = {"epsilon": None, "delta": None, "composable": False,
+                 "reason": str(exc)}
+    cert = {"training": training, "vocabulary": vocab,
+            "earlier_training": list(earlier), "base_model": {"dp_trainings": 0},
+            "total": total}
+    manifest = {"kind": "nmtfrag-finetuned-model", "dp": True,
+                "params": {k: training[k] for k in (
+                    "noise_multiplier", "delta", "steps", "accountant", "sample_rate")},
+                "privacy": cert, "randomness": training["randomness"]}
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "privacy.json").write_text(json.dumps(cert))
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    return cert
