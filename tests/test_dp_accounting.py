@@ -115,9 +115,19 @@ def test_privacy_command_plan(capsys):
     assert out["epsilon"]["rdp"] == pytest.approx(2.1014, abs=1e-3)
     assert main(["privacy", "--target-epsilon", "2.1014", "--sample-rate", "0.01",
                  "--steps", "1000", "--delta", "1e-5", "--n-examples", "10000",
-                 "--json"]) == 0
+                 "--accountant", "rdp", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["noise_multiplier"] == pytest.approx(1.0, rel=0.01)
+    assert out["accountant"] == "rdp"
+    # by default σ is calibrated with PRV (issue 31, item 8): less noise for the same ε,
+    # which dp-accounting's PLD confirms
+    assert main(["privacy", "--target-epsilon", "2.1014", "--sample-rate", "0.01",
+                 "--steps", "1000", "--delta", "1e-5", "--n-examples", "10000",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["accountant"] == "prv" and out["noise_multiplier"] < 0.96
+    pld = _google([(out["noise_multiplier"], 0.01, 1000)], 1e-5, "pld")
+    assert 2.1014 * 0.98 <= pld <= 2.1014
 
 
 def test_privacy_command_refuses_missing_delta(capsys):
@@ -143,3 +153,98 @@ def test_privacy_command_model_dir(tmp_path, capsys):
     assert vocab["epsilon_corollary_1"] == pytest.approx(0.517, abs=0.01)  # Hoory et al.
     assert out["total"]["delta"] == pytest.approx(1e-5 + 2e-9)
     assert main(["privacy", str(tmp_path / "nope")]) == 2
+
+
+# --- σ calibrated with the tighter accountant (issue 31, item 8) -----------------------
+
+def _google_plan(sigma, kind, count=(100.0, 1.0, 1), q=0.1, steps=100, delta=1e-5):
+    """dp-accounting's ε of the default recipe's plan: the DP unit count (a Gaussian of
+    std s, q = 1) composed in front of `steps` Poisson-subsampled Gaussian steps."""
+    from dp_accounting import dp_event
+    from dp_accounting.pld import pld_privacy_accountant
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    acc = (rdp_privacy_accountant.RdpAccountant() if kind == "rdp"
+           else pld_privacy_accountant.PLDAccountant())
+    acc.compose(dp_event.GaussianDpEvent(count[0]))
+    acc.compose(dp_event.SelfComposedDpEvent(
+        dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), steps))
+    return acc.get_epsilon(delta)
+
+
+def _default_plan_sigma(accountant):
+    from nmtfrag.dp import unit_count
+    from nmtfrag.dp.engine import DPConfig, plan_noise
+    from nmtfrag.dp.recipe import DEFAULT
+
+    config = DPConfig(delta=1e-5, target_epsilon=8.0, accountant=accountant)
+    assert (config.sample_rate, config.epochs) == (DEFAULT.sample_rate, DEFAULT.epochs)
+    sigma, _, steps, rate_segs, comp = plan_noise(config, 10_000,
+                                                  fixed=[unit_count.count_segment()])
+    assert steps == 100 and rate_segs == [(0.1, 100)] and comp["kind"] == "rdp"
+    return sigma
+
+
+def test_default_plan_is_calibrated_with_prv_and_holds_under_dp_accounting():
+    """The default recipe's plan (q 0.1, 100 steps, ε 8, δ 1e-5, the count in front):
+    σ by PRV (the default) reaches ε ≤ 8 under dp-accounting's PLD, ~5 % less noise than
+    RDP calibration, which reaches ε 8 under dp-accounting's RDP (the figure it states)."""
+    from nmtfrag.dp.engine import DPConfig
+
+    assert DPConfig(delta=1e-5, target_epsilon=8.0).accountant == "prv"
+    s_prv, s_rdp = _default_plan_sigma("prv"), _default_plan_sigma("rdp")
+    pld, google_rdp = _google_plan(s_prv, "pld"), _google_plan(s_rdp, "rdp")
+    assert 8.0 * 0.98 <= pld <= 8.0  # a guarantee, not needlessly noisy
+    assert 8.0 * 0.99 <= google_rdp <= 8.0 * 1.001
+    assert s_prv < 0.96 * s_rdp  # the noise the RDP calibration spent for nothing
+    assert _google_plan(s_rdp, "pld") < 7.3  # what RDP's σ really cost
+    assert _google_plan(s_prv, "rdp") > 8.5  # and PRV's σ is not an RDP ε 8
+    # our certified figure is PRV's upper end: never below the independent estimate
+    hist = [(100.0, 1.0, 1), (s_prv, 0.1, 100)]
+    eps, err = accounting.prv_epsilon(hist, 1e-5)
+    assert eps <= 8.0 and eps >= pld - 0.005 and 0 < err <= 0.01
+
+
+def test_prv_grid_is_bounded_and_stays_an_upper_bound(monkeypatch):
+    """A million steps would need a 1.1e8-point PRV grid (~19 GB): the error is raised
+    until the grid fits the cap; the figure stays above dp-accounting's estimate."""
+    from opacus.accountants import PRVAccountant
+
+    acc = PRVAccountant()
+    acc.history = [(1.0, 0.01, 1_000_000)]
+    assert accounting._prv_grid_points(acc, 1e-7, 0.01) > 10 * accounting.PRV_MAX_POINTS
+    err = accounting._prv_fitting_error(acc, 1e-7, 0.01)
+    assert err > 0.01 and accounting._prv_grid_points(acc, 1e-7, err) <= \
+        accounting.PRV_MAX_POINTS
+    # the same at a cap small enough to compute here, against dp-accounting's PLD
+    monkeypatch.setattr(accounting, "PRV_MAX_POINTS", 40_000)
+    accounting._prv_cached.cache_clear()
+    hist = [(1.0, 0.01, 5000)]
+    eps, err = accounting.prv_epsilon(hist, 1e-5)
+    assert err > 0.05  # coarsened (0.01 would take ~5e5 points)
+    ref = _google(hist, 1e-5, "pld")
+    assert ref <= eps <= ref + 2 * err
+    accounting._prv_cached.cache_clear()
+
+
+def test_privacy_plan_of_a_million_steps_in_bounded_memory(capsys):
+    """`nmtfrag privacy --steps 1000000` (it needed ~19 GB): both figures, each named by
+    its accountant, PRV's with the error its bounded grid allows; under 2 GB here."""
+    import json
+    import resource
+    import subprocess
+    import sys
+
+    code = ("import resource, sys; from nmtfrag.cli import main; rc = main(sys.argv[1:]); "
+            "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
+            "file=sys.stderr); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code, "privacy", "--noise-multiplier", "1",
+                        "--sample-rate", "0.01", "--steps", "1000000", "--delta", "1e-7",
+                        "--n-examples", "1000000", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    maxrss_kb = int(r.stderr.split("MAXRSS")[1].split()[0])
+    assert maxrss_kb < 2_000_000
+    assert 0.01 < out["prv_eps_error"] < 0.01 * out["epsilon"]["prv"]
+    assert out["epsilon"]["prv"] < out["epsilon"]["rdp"]  # both bounds; PRV the tighter

@@ -65,12 +65,13 @@ def test_sample_rate_mode_is_rdp_composition_of_a_fixed_curve(corpus, capsys):
                             [t["noise_multiplier"], 0.3, steps]]  # q = Q exactly
     assert t["composition"]["kind"] == "rdp"
     assert t["composition"]["why"] == "rates fixed in advance: RDP composition"
-    whole = accounting.epsilon([tuple(h) for h in t["history"]], DELTA, "rdp")
+    assert t["accountant"] == "prv"  # the default calibration (issue 31, item 8)
+    whole = accounting.epsilon([tuple(h) for h in t["history"]], DELTA, "prv")
     assert t["epsilon"] == pytest.approx(whole, rel=1e-12) and whole <= 3.0
     assert t["epsilon"] > 0.9 * 3.0  # σ was calibrated with the count in front
     cert = _privacy_json(root, "rate", capsys)
     assert cert["training"]["epsilon"] == pytest.approx(t["epsilon"], rel=1e-12)
-    assert cert["training"]["epsilon_recomputed"]["rdp"] == pytest.approx(whole, rel=1e-12)
+    assert cert["training"]["epsilon_recomputed"]["prv"] == pytest.approx(whole, rel=1e-12)
     assert cert["total"]["epsilon"] == pytest.approx(t["epsilon"], rel=1e-12)
     man = json.loads((root / "rate" / "manifest.json").read_text())
     assert man["params"]["sample_rate"] == 0.3 and man["params"]["logical_batch"] is None
@@ -80,7 +81,7 @@ def test_sample_rate_mode_is_rdp_composition_of_a_fixed_curve(corpus, capsys):
     t = json.loads((root / "rate-sigma" / "privacy.json").read_text())["training"]
     assert t["history"][1] == [1.5, 0.2, 2]
     assert t["epsilon"] == pytest.approx(accounting.epsilon(
-        [(unit_count.COUNT_NOISE, 1.0, 1), (1.5, 0.2, 2)], DELTA, "rdp"), rel=1e-12)
+        [(unit_count.COUNT_NOISE, 1.0, 1), (1.5, 0.2, 2)], DELTA, "prv"), rel=1e-12)
 
 
 def test_logical_batch_mode_is_basic_composition_with_a_budget_fixed_in_advance(

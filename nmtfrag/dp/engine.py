@@ -76,7 +76,10 @@ class DPConfig:
     physical_max_tokens: Optional[int] = 4096  # and padded (source+target) tokens
     steps: Optional[int] = None
     epochs: Optional[float] = None             # used when steps is None
-    accountant: str = "rdp"
+    accountant: str = accounting.DEFAULT_ACCOUNTANT  # calibrates σ, states the ε
+    # False: --accountant was left out, so --resume continues with the interrupted run's
+    # (a run recorded with "rdp" keeps it). Not part of the run's identity.
+    accountant_given: bool = field(default=True, metadata={"identity": False})
     lr: float = recipe.DEFAULT.lr
     weight_decay: float = 0.0
     params: TrainableSet = field(default_factory=recipe.DEFAULT.trainable)
@@ -606,6 +609,8 @@ def open_output(job: FineTuneJob, config: DPConfig, md: ModelDir, sources: Train
             os.unlink(os.path.join(out, f))
     hashes = training_data.input_hashes(md, sources,
                                         config.documents if with_documents else None)
+    if job.resume and not config.accountant_given:  # the interrupted run's accountant
+        config.accountant = resume.saved_accountant(out) or config.accountant
     resume.prepare(out, resume.run_identity(config, job, hashes), job.resume,
                    job.overwrite)
     return out, hashes
@@ -665,6 +670,11 @@ def plan_run(config: DPConfig, out: str, seed: Seed, resuming: bool, n: int,
     n_plan = unit_count.planning_count(n_hat, largest_batch(config, n))
     sigma, segs, steps, rate_segs, composition = plan_noise(config, n_plan,
                                                             fixed=[count_seg])
+    saved_sigma = resume.saved_sigma(out) if resuming else None
+    if saved_sigma is not None:  # a resumed run keeps the σ it planned: no recalibration
+        sigma = saved_sigma
+    else:
+        resume.save_count(out, n_hat, sigma=sigma, accountant=config.accountant)
     # a simulation mirrors the planned expected batch: B, or q·ñ at a fixed rate q
     planned = segs if config.sample_rate is None else [(0, config.sample_rate * n_plan)]
     train_sigma, train_segs = simulate.training_noise(config, sigma, planned, n)
@@ -709,8 +719,9 @@ def announce(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSe
     """The plan on stderr (no n there: the owner's terminal only sees it)."""
     from . import clipping as clipping_choice
 
+    set_by = accounting.calibration_record(config.accountant, config.target_epsilon)["by"]
     print(f"DP-SGD: n={plan.n} {config.unit}s, {plan.steps} noisy steps, "
-          f"σ={plan.sigma:.4f}, C={config.max_grad_norm}, "
+          f"σ={plan.sigma:.4f} ({set_by}), C={config.max_grad_norm}, "
           + (f"sample rate {config.sample_rate}" if config.sample_rate is not None
              else f"logical batch {plan.segments}")
           + f", physical batch {setup.physical_batch} (≤ {config.physical_max_tokens} "
@@ -824,6 +835,8 @@ def certificate(config: DPConfig, job: FineTuneJob, plan: NoisePlan, setup: Mode
                 "composition": plan.composition,
                 "history": [list(h) for h in history],
                 "target_epsilon": config.target_epsilon,
+                "calibration": accounting.calibration_record(config.accountant,
+                                                             config.target_epsilon),
                 "randomness": seed.public_record()}
     eps, eps_all, parts = accounting.certify_training(training)
     training.update(epsilon=eps, epsilon_all_accountants=eps_all)
@@ -912,6 +925,7 @@ def run_summary(out: str, config: DPConfig, plan: NoisePlan, training: dict, tot
     """What the CLI prints: the certificate's ε (None when the run is not private)."""
     summary = {"out": out, "num_updates": plan.steps, "noise_multiplier": plan.sigma,
                "epsilon": training["epsilon"], "delta": config.delta,
+               "accountant": config.accountant,
                "epsilon_total": total["epsilon"], "valid_loss_before": run.before,
                "valid_loss_after": run.after}
     if not_private:  # the planned run's ε is no ε of this one
