@@ -72,8 +72,8 @@ def same(stored: Any, recomputed: float, what: str, rel: float = TOL,
           and math.isfinite(stored)
           and abs(stored - recomputed) <= rel * max(abs(recomputed), 1e-12))
     if not ok:
-        raise _fail(f"{what} is {stored!r} but {how or 'the recorded parameters'} give "
-                    f"{recomputed:.6g}")
+        raise _fail(f"{what} is {stored!r}, but recomputed from "
+                    f"{how or 'the recorded parameters'} it is {recomputed:.6g}")
 
 
 def same_tree(stored: Any, recomputed: Any, path: str, rel: float = TOL) -> None:
