@@ -99,7 +99,8 @@ def test_logical_batch_mode_is_basic_composition_with_a_budget_fixed_in_advance(
         DELTA / 10, rel=1e-6)  # the analytic-Gaussian ε of the count at δ/10
     bound = comp["epsilon_train_bound"]
     assert bound == pytest.approx(2.0 - eps_count) and eps_count + bound <= 2.0
-    eps_train = accounting.epsilon([tuple(h) for h in t["history"][1:]], DELTA * 0.9, "rdp")
+    assert t["accountant"] == "prv"  # σ is calibrated with the tightest accountant (item 8)
+    eps_train = accounting.epsilon([tuple(h) for h in t["history"][1:]], DELTA * 0.9, "prv")
     assert eps_train <= bound and eps_train > 0.98 * bound  # σ calibrated to the bound
     assert comp["parts"]["training"]["epsilon"] == pytest.approx(eps_train, rel=1e-12)
     assert t["epsilon"] == pytest.approx(eps_count + bound, rel=1e-12)
