@@ -25,12 +25,12 @@ class OptionalBuildExt(build_ext):
 
 
 def extensions():
-    """nmtfrag._phrases_fast (phrase extraction's inner loop), if Cython is present."""
+    """nmtfrag.fragment._phrases_fast (phrase extraction's inner loop), if Cython is present."""
     try:
         from Cython.Build import cythonize
     except ImportError:
         return []
-    return cythonize([Extension("nmtfrag._phrases_fast", ["nmtfrag/_phrases_fast.pyx"])],
+    return cythonize([Extension("nmtfrag.fragment._phrases_fast", ["nmtfrag/fragment/_phrases_fast.pyx"])],
                      language_level=3, quiet=True)
 
 
@@ -64,7 +64,7 @@ setup(
     extras_require={
         # mypy: tests/test_static_types.py (configured in pyproject.toml; checked with 2.4)
         "test": ["pytest", "hypothesis", "dp-accounting", "mypy>=2.4,<3"],
-        # `--engine ctranslate2` for evaluate/translate (nmtfrag/ct2_engine.py)
+        # `--engine ctranslate2` for evaluate/translate (nmtfrag/translate/ct2_engine.py)
         "ct2": ["ctranslate2==4.8.5"],
         # the docs site: `mkdocs serve` with mkdocs.yml (checked with mkdocs-material 9.8;
         # brings mkdocs and pymdown-extensions); CI does not install it

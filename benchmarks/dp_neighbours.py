@@ -50,8 +50,8 @@ def released(out):
 
 def own_pairs(prefix, out, line_no):
     """The added unit's phrase pairs under the alignment the run gave it."""
-    from nmtfrag.extract import phrase_pairs
-    from nmtfrag.symmetrize import parse_pharaoh
+    from nmtfrag.fragment.extract import phrase_pairs
+    from nmtfrag.fragment.symmetrize import parse_pharaoh
 
     with open(f"{prefix}.de", encoding="utf-8") as fs, \
             open(f"{prefix}.en", encoding="utf-8") as ft, \
@@ -66,7 +66,7 @@ def own_pairs(prefix, out, line_no):
 
 def exact_runs(corpora, runs, work, aligner_kwargs):
     """[(corpus, run, probe count, max |Δ| of other units' counts vs D run 1)]."""
-    from nmtfrag.extract import extract_release
+    from nmtfrag.fragment.extract import extract_release
 
     rows, reference = [], None
     for name in ("D", "D'"):
@@ -88,8 +88,8 @@ def exact_runs(corpora, runs, work, aligner_kwargs):
 
 def dp_runs(corpora, runs, work, epsilon, delta, aligner_kwargs):
     """{corpus: runs in which the probe pair was released}."""
-    from nmtfrag.dp.phrase_release import DPReleaseParams
-    from nmtfrag.extract import extract_release
+    from nmtfrag.fragment.dp_release import DPReleaseParams
+    from nmtfrag.fragment.extract import extract_release
 
     hits = {}
     for name in ("D", "D'"):

@@ -27,13 +27,13 @@ def unit_pairs(src, tgt, alignments, max_len, pretokenized, align_model=None):
     comparison with the old corpus-learned alignment, by a given alignment file."""
     import itertools
 
-    from nmtfrag.extract import phrase_pairs
-    from nmtfrag.symmetrize import parse_pharaoh
-    from nmtfrag.tokenize import to_tokens
+    from nmtfrag.fragment.extract import phrase_pairs
+    from nmtfrag.fragment.symmetrize import parse_pharaoh
+    from nmtfrag.data.tokenize import to_tokens
 
     aligner = None
     if align_model:
-        from nmtfrag.public_align import PublicAligner
+        from nmtfrag.fragment.public_align import PublicAligner
 
         aligner = PublicAligner(align_model)
     units = []
@@ -52,7 +52,8 @@ def unit_pairs(src, tgt, alignments, max_len, pretokenized, align_model=None):
 
 
 def main():
-    from nmtfrag.dp import histogram, phrase_release
+    from nmtfrag.dp import histogram
+    from nmtfrag.fragment import dp_release as phrase_release
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--src", required=True)

@@ -2,7 +2,7 @@
 and clipping method.
 
 For each trained-parameter set (--dp-params: all, all-noemb (all but the tied embedding
-matrices, --dp-freeze-embeddings), lora, bias, decoder; nmtfrag.trainable) the DP step
+matrices, --dp-freeze-embeddings), lora, bias, decoder; nmtfrag.train.trainable) the DP step
 (nmtfrag.dp.sgd.DPSGD: per-example clipping, accumulation, Gaussian noise, AdamW) with
 each clipping method (--clipping: hooks materialise per-example gradients, ghost computes
 their norms only and backpropagates twice; a set ghost clipping cannot serve is shown as
@@ -85,7 +85,7 @@ def load_model_and_pairs(model_dir, corpus, n, params):
     from fairseq import checkpoint_utils
     from fairseq.data import LanguagePairDataset
 
-    from nmtfrag import trainable
+    from nmtfrag.train import trainable
 
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
         [os.path.join(model_dir, "model.pt")],

@@ -34,7 +34,7 @@ RUNS = [("fairseq", "fairseq", None),
 
 CONVERT = r"""
 import json, sys, time
-from nmtfrag.ct2_engine import ensure_converted
+from nmtfrag.translate.ct2_engine import ensure_converted
 from nmtfrag.model_dir import validate_model_dir
 a = json.loads(sys.argv[1])
 t = time.perf_counter()

@@ -27,7 +27,7 @@ DEFAULT = os.path.join(HERE, "..", "..", "shared", "data", "indomain", "EMEA", "
 
 CHILD = r"""
 import json, resource, sys, time
-from nmtfrag.extract import extract_release
+from nmtfrag.fragment.extract import extract_release
 kw = json.loads(sys.argv[1])
 t0 = time.perf_counter()
 r = extract_release(**kw)

@@ -84,8 +84,8 @@ def main():
     import torch
 
     torch.set_num_threads(a.threads)
-    from nmtfrag.finetune import FineTuneConfig, finetune
-    from nmtfrag.finetune_job import FineTuneJob
+    from nmtfrag.train.finetune import FineTuneConfig, finetune
+    from nmtfrag.train.job import FineTuneJob
     from nmtfrag.model_dir import validate_model_dir
 
     work = a.work or tempfile.mkdtemp(prefix="bench-finetune-")

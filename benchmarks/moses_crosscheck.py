@@ -40,9 +40,9 @@ from collections import Counter, defaultdict
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from nmtfrag.phrases import extract_phrase_pairs  # noqa: E402
-from nmtfrag.symmetrize import parse_pharaoh  # noqa: E402
-from nmtfrag.tokenize import to_tokens  # noqa: E402
+from nmtfrag.fragment.phrases import extract_phrase_pairs  # noqa: E402
+from nmtfrag.fragment.symmetrize import parse_pharaoh  # noqa: E402
+from nmtfrag.data.tokenize import to_tokens  # noqa: E402
 
 SEP = " ||| "
 # Moses' reasons for skipping a sentence pair, as printed on stderr.
@@ -178,7 +178,7 @@ def check(args, src, tgt, alignment, max_len, work):
 
     t0 = time.perf_counter()
     ours_by_sent, sentences = our_per_sentence(src, tgt, alignment, max_len)
-    print(f"nmtfrag.phrases per-sentence pass: {time.perf_counter() - t0:.2f} s")
+    print(f"nmtfrag.fragment.phrases per-sentence pass: {time.perf_counter() - t0:.2f} s")
     api_all = total(ours_by_sent.values())
     api_ok = api_all == ours_all
     print(f"nmtfrag CLI release == per-sentence Python API: {api_ok}")

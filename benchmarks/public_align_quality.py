@@ -1,4 +1,4 @@
-"""How close the public, per-sentence aligner (nmtfrag.public_align) comes to eflomal
+"""How close the public, per-sentence aligner (nmtfrag.fragment.public_align) comes to eflomal
 learned on the corpus itself, and how many phrase pairs each gives.
 
 eflomal is run on the first --lines pairs (twice: two runs of eflomal differ, which
@@ -20,7 +20,7 @@ import tempfile
 
 
 def read_pairs(src, tgt, n, pretokenized):
-    from nmtfrag.tokenize import to_tokens
+    from nmtfrag.data.tokenize import to_tokens
 
     pairs = []
     with open(src, encoding="utf-8") as fs, open(tgt, encoding="utf-8") as ft:
@@ -35,8 +35,8 @@ def read_pairs(src, tgt, n, pretokenized):
 
 
 def eflomal_union(pairs):
-    from nmtfrag.align import align_files
-    from nmtfrag.symmetrize import parse_pharaoh
+    from nmtfrag.fragment.align import align_files
+    from nmtfrag.fragment.symmetrize import parse_pharaoh
 
     with tempfile.TemporaryDirectory() as work:
         paths = [os.path.join(work, name) for name in ("s", "t", "f", "r")]
@@ -56,7 +56,7 @@ def scores(found, reference):
 
 
 def phrase_count(pairs, alignments, max_len):
-    from nmtfrag.extract import phrase_pairs
+    from nmtfrag.fragment.extract import phrase_pairs
 
     return sum(len(phrase_pairs(s, t, sorted(a), max_len, 1, False, False)[0])
                for (s, t), a in zip(pairs, alignments))
@@ -77,7 +77,7 @@ def main():
                     "probabilities to try")
     a = ap.parse_args()
 
-    from nmtfrag.public_align import AlignParams, PublicAligner
+    from nmtfrag.fragment.public_align import AlignParams, PublicAligner
 
     pairs = read_pairs(a.src, a.tgt, a.lines, a.pretokenized)
     ref, again = eflomal_union(pairs), eflomal_union(pairs)

@@ -12,7 +12,7 @@ is timed in the same process on the same pairs and its output checked for equali
 
 The releases are synthetic but shaped like real ones: a Zipfian vocabulary (20k words
 per side), sentence lengths 5–40, a word-for-word alignment with local swaps, every
-consistent phrase pair up to --max-len (Moses semantics, `nmtfrag.phrases`), shuffled
+consistent phrase pair up to --max-len (Moses semantics, `nmtfrag.fragment.phrases`), shuffled
 and cut to the requested size. Each size runs in a fresh subprocess (own peak RSS).
 With --release DIR the attack also runs on that real release (e.g. EMEA).
 
@@ -29,8 +29,8 @@ CHILD = r"""
 import gc, json, random, resource, sys, time
 from collections import Counter
 from nmtfrag.audit.reconstruct import reconstruct
-from nmtfrag.release import read_release
-from nmtfrag.phrases import extract_spans
+from nmtfrag.data.release_text import read_release
+from nmtfrag.fragment.phrases import extract_spans
 
 def rss_mb():  # current RSS (Linux); NaN elsewhere
     try:

@@ -1,8 +1,8 @@
-"""Peak memory of reading a TMX with nmtfrag.tmx: flat in the number of units.
+"""Peak memory of reading a TMX with nmtfrag.data.tmx: flat in the number of units.
 
 Generates a .tmx.gz of N units on the fly (synthetic German/English sentences with
 language variants, inline codes and a document prop; written straight to gzip, never
-held in memory), then reads it in a fresh subprocess with nmtfrag.tmx.read_tmx and
+held in memory), then reads it in a fresh subprocess with nmtfrag.data.tmx.read_tmx and
 reports that child's peak RSS (ru_maxrss from wait4). A reader that kept the parsed
 units would grow with N; the ratio of the peaks at the largest and smallest N says
 whether it does.
@@ -22,7 +22,7 @@ WORDS = ["haus", "katze", "dosis", "patient", "tablette", "arzt", "fenster", "da
          "wasser", "schule", "garten", "menue"]
 READ = r"""
 import sys
-from nmtfrag.tmx import read_tmx
+from nmtfrag.data.tmx import read_tmx
 n = sum(1 for _ in read_tmx(sys.argv[1], "de", "en", doc_prop="x-document"))
 print(n)
 """

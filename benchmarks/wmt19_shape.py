@@ -94,7 +94,7 @@ import torch
 torch.set_num_threads(1)
 cfg = json.loads(sys.argv[1])
 t0 = time.perf_counter()
-from nmtfrag.generate import Translator
+from nmtfrag.translate.fairseq_engine import Translator
 tr = Translator(cfg["model"], checkpoint="model1.pt", device=cfg["device"])
 print(json.dumps({"seconds": time.perf_counter() - t0,
                   "note": f"{sum(p.numel() for p in tr.models[0].parameters()):,} parameters"}))
@@ -103,7 +103,7 @@ print(json.dumps({"seconds": time.perf_counter() - t0,
 CT2_CONVERT = r"""
 import json, sys, time
 cfg = json.loads(sys.argv[1])
-from nmtfrag.ct2_engine import ensure_converted
+from nmtfrag.translate.ct2_engine import ensure_converted
 from nmtfrag.model_dir import validate_model_dir
 md = validate_model_dir(cfg["model"], checkpoint="model1.pt")
 t0 = time.perf_counter()
@@ -119,7 +119,7 @@ torch.set_num_threads(1)
 import fastBPE
 from fairseq import checkpoint_utils
 from fairseq.data import LanguagePairDataset
-from nmtfrag import trainable
+from nmtfrag.train import trainable
 from nmtfrag.dp import clipping, fairseq_opacus, sgd
 
 cfg = json.loads(sys.argv[1])

@@ -4,7 +4,7 @@ by the library function that takes the value.
 
 Why: a size option without a bound reached the code that allocates or loops by it.
 `extract --max-len 1000000000` died with a segfault (exit 139) after 8 GB: the compiled
-extractor (nmtfrag/_phrases_fast.pyx) keeps a list of n_src × max-len slots per sentence
+extractor (nmtfrag/fragment/_phrases_fast.pyx) keeps a list of n_src × max-len slots per sentence
 pair (8 bytes each: 800 MB for a 100-word sentence at --max-len 1,000,000), and that
 product overflows a C int at 10^9. `audit canaries insert --count 50000 --repeats 1,10` looped for ever
 (its record numbers ran out) and `--repeats 1,1000000000` tried to hold 10^9 line numbers.

@@ -17,7 +17,7 @@ OUT=${1:-demo-run}
 mkdir -p "$OUT"
 if [ ! -f "$OUT/base/model.pt" ]; then
   echo "demo: toy base model, trained on the demo corpus (~1 min)" >&2
-  python3 -m nmtfrag.toymodel --train corpora/demo/train --valid corpora/demo/valid \
+  python3 scripts/toy_model.py --train corpora/demo/train --valid corpora/demo/valid \
     --out "$OUT/base" --updates 200 > /dev/null
 fi
 DEMO_MODEL="$OUT/base" nmtfrag study run corpora/demo/study.toml --out "$OUT/study"

@@ -42,4 +42,4 @@ $PY -m pip install --quiet --no-build-isolation -e ".[test,ct2]"
 $PY -c "import fairseq, fastBPE, eflomal, sacremoses, sacrebleu, opacus, ctranslate2; print('nmtfrag: dependencies import fine')"
 $PY -c "import torch; print('nmtfrag: torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU-only build)')"
 # the compiled extraction core is optional (pure-Python fallback, same output): say which
-(cd / && $PY -c "import importlib.util as u; print('nmtfrag: extraction core', 'compiled' if u.find_spec('nmtfrag._phrases_fast') else 'pure Python (no C compiler or Cython at install)')")
+(cd / && $PY -c "import importlib.util as u; print('nmtfrag: extraction core', 'compiled' if u.find_spec('nmtfrag.fragment._phrases_fast') else 'pure Python (no C compiler or Cython at install)')")

@@ -43,7 +43,7 @@ def public_align_model(tmp_path_factory):
     the demo corpus' valid + test text (a stand-in for public data; the DP tests'
     private corpus is demo train). Read-only for tests."""
     from nmtfrag.fileio import release_output_lock
-    from nmtfrag.public_align import learn_model
+    from nmtfrag.fragment.public_align import learn_model
 
     root = tmp_path_factory.mktemp("public-align")
     demo = os.path.join(os.path.dirname(__file__), "..", "corpora", "demo")

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from nmtfrag.audit.exposure import CanaryScorer, canary_exposure, contains_secret
-from nmtfrag.generate import Translator
+from nmtfrag.translate.fairseq_engine import Translator
 from tinymodel import make_corpus
 
 torch.set_num_threads(1)

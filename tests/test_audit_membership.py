@@ -35,7 +35,7 @@ def test_metrics_match_brute_force(seed):
 
 @pytest.fixture(scope="module")
 def translator(tiny_model_dir):
-    from nmtfrag.generate import Translator
+    from nmtfrag.translate.fairseq_engine import Translator
 
     return Translator(tiny_model_dir)
 

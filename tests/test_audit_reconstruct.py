@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from nmtfrag.audit.reconstruct import _placement, reconstruct
-from nmtfrag.release import read_release
+from nmtfrag.data.release_text import read_release
 from nmtfrag.audit.reconstruction_score import SuffixAutomaton, score_chains
-from nmtfrag.phrases import extract_spans
+from nmtfrag.fragment.phrases import extract_spans
 
 SRC_WORDS = [f"q{i}" for i in range(60)]
 TGT_WORDS = [f"w{i}" for i in range(60)]
@@ -236,7 +236,7 @@ def test_cli_reconstruct(tmp_path):
 def test_release_written_by_extract(tmp_path, tag, rate):
     """End to end on a real release (nmtfrag extract with a given alignment)."""
     from nmtfrag.audit.reconstruction_score import audit_reconstruction
-    from nmtfrag.extract import extract_release
+    from nmtfrag.fragment.extract import extract_release
 
     sents = corpus(80, seed=9, lo=4, hi=12)
     src, tgt, ali = (str(tmp_path / n) for n in ("c.de", "c.en", "c.align"))

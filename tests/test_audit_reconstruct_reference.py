@@ -9,7 +9,7 @@ import pytest
 
 from nmtfrag.audit import reconstruct as rec
 from nmtfrag.audit.greedy import most_frequent, one_sided_edges
-from nmtfrag.phrases import extract_spans
+from nmtfrag.fragment.phrases import extract_spans
 
 
 def random_release(seed, vocab, max_len, sentences=40):

@@ -1,5 +1,5 @@
 """One name per idea, old names kept: every older spelling of an option parses exactly as
-its canonical name (nmtfrag.cli_options), so scripts and notes written with it keep
+its canonical name (nmtfrag.cli.options), so scripts and notes written with it keep
 working; `--help` shows both; a parse error names the spelling the user typed."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from nmtfrag import cli_types as ct
+from nmtfrag.cli import arg_types as ct
 from nmtfrag.cli import build_parser, main
 
 PARSER = build_parser()

@@ -388,7 +388,7 @@ def test_bad_input_is_one_error_line_and_leaves_nothing(case, ws):
 
 def _main_with(monkeypatch, run, argv):
     """nmtfrag.cli.main(argv) with `run` standing in for `stats`' command function."""
-    from nmtfrag.commands import stats
+    from nmtfrag.cli import stats
 
     monkeypatch.setattr(stats, "run", run)
     from nmtfrag.cli import main
@@ -481,7 +481,7 @@ def test_a_finished_output_is_never_removed(monkeypatch, tmp_path):
 
 
 def test_control_bytes_are_refused_with_file_and_line(tmp_path):
-    from nmtfrag.corpus import scan_text_file
+    from nmtfrag.data.corpus import scan_text_file
     from nmtfrag.errors import InputError
 
     ok = tmp_path / "ok.txt"
@@ -521,9 +521,9 @@ if __name__ == "__main__":
 def test_the_library_refuses_the_sizes_the_options_refuse(tmp_path):
     """nmtfrag.limits holds for Python callers too: one InputError, nothing written."""
     from nmtfrag.audit.canaries import make_canaries
-    from nmtfrag.dp.phrase_release import DPReleaseParams
+    from nmtfrag.fragment.dp_release import DPReleaseParams
     from nmtfrag.errors import InputError
-    from nmtfrag.extract import extract_release
+    from nmtfrag.fragment.extract import extract_release
     from nmtfrag.limits import MAX_CANARIES, MAX_PHRASE_LEN, MAX_UNIT_CAP
 
     d = make_workspace(str(tmp_path / "ws"))

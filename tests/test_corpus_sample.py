@@ -1,4 +1,4 @@
-"""nmtfrag.corpus_sample: a seeded uniform sample of sentence pairs in corpus order, with
+"""nmtfrag.data.sample: a seeded uniform sample of sentence pairs in corpus order, with
 the document ids alongside; inputs untouched; bad sizes refused."""
 import os
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from nmtfrag.corpus_sample import sample_corpus, sample_lines
+from nmtfrag.data.sample import sample_corpus, sample_lines
 from nmtfrag.errors import InputError
 
 
@@ -49,7 +49,9 @@ def test_impossible_size_is_refused(corpus, n):
     with pytest.raises(InputError, match="cannot sample"):
         sample_corpus(str(corpus / "train.de"), str(corpus / "train.en"), n,
                       str(corpus / "s"))
-    proc = subprocess.run([sys.executable, "-m", "nmtfrag.corpus_sample", "--src",
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
+                          "sample_corpus.py")
+    proc = subprocess.run([sys.executable, script, "--src",
                            str(corpus / "train.de"), "--tgt", str(corpus / "train.en"),
                            "--lines", str(n), "--out", str(corpus / "s")],
                           capture_output=True, text=True)

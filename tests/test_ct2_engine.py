@@ -18,7 +18,7 @@ import torch
 
 from nmtfrag.cli import main
 from nmtfrag.errors import InputError
-from nmtfrag.generate import Translator, load_translator
+from nmtfrag.translate.fairseq_engine import Translator, load_translator
 from test_output_guard import tree
 from tinymodel import make_corpus
 
@@ -113,7 +113,7 @@ def test_int8_translates_every_line(tiny_model_dir, shared_cache):
 
 def test_cache_reused_then_invalidated_by_a_new_checkpoint(model_copy, cache_home):
     pytest.importorskip("ctranslate2")
-    from nmtfrag.ct2_engine import CACHE_INFO
+    from nmtfrag.translate.ct2_engine import CACHE_INFO
     from nmtfrag.model_dir import load_state, save_state
 
     first = load_translator(model_copy, "ctranslate2")
@@ -149,7 +149,7 @@ def test_cache_reused_then_invalidated_by_a_new_checkpoint(model_copy, cache_hom
 def test_named_cache_dir_and_read_only_model_dir(model_copy, tmp_path, monkeypatch,
                                                   cache_home):
     pytest.importorskip("ctranslate2")
-    import nmtfrag.ct2_engine as ce
+    import nmtfrag.translate.ct2_engine as ce
 
     before = _tree_and_dirs(model_copy)
     named = str(tmp_path / "cache")
@@ -184,7 +184,7 @@ def test_named_cache_dir_and_read_only_model_dir(model_copy, tmp_path, monkeypat
 
 
 def test_default_cache_location(monkeypatch, tmp_path):
-    from nmtfrag.ct2_engine import default_cache_root
+    from nmtfrag.translate.ct2_engine import default_cache_root
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
     assert default_cache_root() == str(tmp_path / "x" / "nmtfrag" / "ct2")
@@ -253,7 +253,7 @@ def test_translate_and_evaluate_leave_the_model_dir_unchanged(model_copy, tmp_pa
 
 def test_conversion_failure_leaves_no_cache_entry(model_copy, monkeypatch):
     pytest.importorskip("ctranslate2")
-    import nmtfrag.ct2_engine as ce
+    import nmtfrag.translate.ct2_engine as ce
 
     def boom(md, out, ct2):
         with open(os.path.join(out, "model.bin"), "wb") as f:

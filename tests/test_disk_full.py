@@ -137,7 +137,7 @@ def test_short_eflomal_output_on_a_full_disk_names_the_file(corpus, tmp_path, mo
 
 
 def test_check_links_file(tmp_path):
-    from nmtfrag.align import check_links_file, count_lines
+    from nmtfrag.fragment.align import check_links_file, count_lines
     from nmtfrag.errors import ToolFailed
 
     p = tmp_path / "links"
@@ -190,8 +190,8 @@ def test_finetune_data_preparation_write_failure(model, corpus, tmp_path, limit,
 def test_binarized_and_bpe_outputs_are_checked(tmp_path):
     """fairseq-preprocess output without one sentence per line, and fastBPE returning
     fewer lines, are failed tools, never data."""
-    from nmtfrag.binarize import check_binarized
-    from nmtfrag.bpe import BPE
+    from nmtfrag.train.binarize import check_binarized
+    from nmtfrag.data.bpe import BPE
     from nmtfrag.errors import ToolFailed
 
     (tmp_path / "train.de").write_text("a\nb\n")
@@ -215,7 +215,7 @@ def test_a_resumable_finetune_on_a_full_disk_says_what_it_kept(model, tmp_path, 
                                                               capsys):
     """A full disk after fairseq's last checkpoint: OUT keeps it (and the prepared data),
     the one line says so and why, and --resume then finishes the run."""
-    import nmtfrag.finetune as ft
+    import nmtfrag.train.finetune as ft
 
     write_parallel(make_corpus(300, seed=12), str(tmp_path / "tr"))
     write_parallel(make_corpus(30, seed=11), str(tmp_path / "va"))

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from nmtfrag import trainable
+from nmtfrag.train import trainable
 from nmtfrag.dp import clipping, sgd
 from nmtfrag.errors import InputError
 from test_dp_sgd import _reference_grads, tiny  # noqa: F401 (fixture)

@@ -250,8 +250,8 @@ def test_options_left_out_take_the_default_recipe(tiny_dir, capsys):
     man = json.loads((out / "manifest.json").read_text())
     assert man["params"]["trained_parameters"]["kind"] == "lora" and man["params"]["lr"] == 0.002
 
-    from nmtfrag.commands import finetune as command
-    from nmtfrag.dp import cli_args
+    from nmtfrag.cli import finetune as command
+    from nmtfrag.cli import dp_options as cli_args
 
     parser = __import__("argparse").ArgumentParser()
     command.add_arguments(parser)
@@ -259,7 +259,7 @@ def test_options_left_out_take_the_default_recipe(tiny_dir, capsys):
                               "--valid-src", "v", "--valid-tgt", "w"])
     assert cli_args.trainable_set(plain).kind == "all"
     # left out, the non-private options take FineTuneConfig's (the paper's) defaults
-    from nmtfrag.finetune import FineTuneConfig
+    from nmtfrag.train.finetune import FineTuneConfig
 
     cfg, paper = command.config_from_args(plain), FineTuneConfig()
     assert (cfg.lr, cfg.weight_decay, cfg.patience) == (paper.lr, paper.weight_decay,

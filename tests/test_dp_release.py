@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from nmtfrag.cli import main
-from nmtfrag.dp import histogram, phrase_release
-from nmtfrag.dp.phrase_release import DPReleaseParams
-from nmtfrag.phrases import extract_phrase_pairs
+from nmtfrag.dp import histogram
+from nmtfrag.fragment import dp_release as phrase_release
+from nmtfrag.fragment.dp_release import DPReleaseParams
+from nmtfrag.fragment.phrases import extract_phrase_pairs
 
 DEMO = os.path.join(os.path.dirname(__file__), "..", "corpora", "demo")
 
@@ -77,8 +78,8 @@ def test_cap_bounds_each_units_contribution():
 def demo_alignment(tmp_path_factory, public_align_model):
     """The demo corpus aligned (whitespace tokens) by the public model --dp requires,
     recomputed here pair by pair: the reference the releases are checked against."""
-    from nmtfrag.public_align import PublicAligner
-    from nmtfrag.symmetrize import format_pharaoh
+    from nmtfrag.fragment.public_align import PublicAligner
+    from nmtfrag.fragment.symmetrize import format_pharaoh
 
     root = tmp_path_factory.mktemp("dprel")
     src = open(os.path.join(DEMO, "train.de"), encoding="utf-8").read().splitlines()
@@ -91,7 +92,7 @@ def demo_alignment(tmp_path_factory, public_align_model):
 
 
 def corpus_pairs(src, tgt, lines):
-    """Every phrase pair of the corpus (max-len 4), recomputed with nmtfrag.phrases."""
+    """Every phrase pair of the corpus (max-len 4), recomputed with nmtfrag.fragment.phrases."""
     pairs = set()
     for s, t, a in zip(src, tgt, lines):
         points = [tuple(map(int, x.split("-"))) for x in a.split()]

@@ -341,7 +341,9 @@ def test_dp_device_choice_and_process_count():
 
     import torch
 
-    from nmtfrag.dp import cli_args, engine
+    from nmtfrag.dp import engine
+
+    from nmtfrag.cli import dp_options as cli_args
     from nmtfrag.errors import InputError
 
     assert engine.dp_device("cpu") == torch.device("cpu")

@@ -12,7 +12,7 @@ import torch
 from nmtfrag.dp import sgd
 from nmtfrag.dp.engine import DPConfig, FineTuneJob, dp_finetune, units_of_rows
 from nmtfrag.errors import InputError
-from nmtfrag.trainable import TrainableSet
+from nmtfrag.train.trainable import TrainableSet
 from test_dp_sgd import _argv, _reference_grads, tiny, tiny_dir  # noqa: F401 (fixtures)
 
 torch.set_num_threads(1)

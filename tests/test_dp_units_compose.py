@@ -60,16 +60,16 @@ def _finetune(root, model, out, *extra):
 @pytest.fixture
 def no_work(monkeypatch):
     """Every expensive step fails the test if reached."""
-    import nmtfrag.extract
-    import nmtfrag.tokenize
-    import nmtfrag.training_data
+    import nmtfrag.fragment.extract
+    import nmtfrag.data.tokenize
+    import nmtfrag.train.data
 
     def reached(*a, **k):
         raise AssertionError("an expensive step ran before the δ check")
 
-    monkeypatch.setattr(nmtfrag.extract, "tokenize_corpus", reached)
-    monkeypatch.setattr(nmtfrag.training_data, "prepare", reached)
-    monkeypatch.setattr(nmtfrag.tokenize, "to_tokens", reached)
+    monkeypatch.setattr(nmtfrag.fragment.extract, "tokenize_corpus", reached)
+    monkeypatch.setattr(nmtfrag.train.data, "prepare", reached)
+    monkeypatch.setattr(nmtfrag.data.tokenize, "to_tokens", reached)
 
 
 def _one_error(capsys, *words):

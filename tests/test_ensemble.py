@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from nmtfrag.cli import main
-from nmtfrag.generate import Translator
+from nmtfrag.translate.fairseq_engine import Translator
 from tinymodel import make_corpus
 
 torch.set_num_threads(1)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from sacremoses import MosesDetokenizer
 
-from nmtfrag.evaluate import evaluate
+from nmtfrag.translate.evaluate import evaluate
 from tinymodel import make_corpus, write_parallel
 
 torch.set_num_threads(1)

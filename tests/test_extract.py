@@ -7,9 +7,9 @@ from collections import Counter
 import pytest
 
 from nmtfrag.cli import main
-from nmtfrag.extract import extract_release
-from nmtfrag.phrases import extract_phrase_pairs
-from nmtfrag.symmetrize import parse_pharaoh
+from nmtfrag.fragment.extract import extract_release
+from nmtfrag.fragment.phrases import extract_phrase_pairs
+from nmtfrag.fragment.symmetrize import parse_pharaoh
 
 DE = [
     "der patient erhielt 5 mg täglich .",
@@ -251,7 +251,7 @@ def test_refuses_to_write_over_an_input(tmp_path, capsys):
 def test_work_dir_is_private_and_removed(corpus, tmp_path, monkeypatch):
     src, tgt, ali = corpus
     seen = {}
-    import nmtfrag.extract as ex
+    import nmtfrag.fragment.extract as ex
 
     original = ex.tokenize_corpus
 
@@ -322,7 +322,7 @@ def test_sigterm_removes_the_private_work_dir(corpus, tmp_path):
 
     src, tgt, _ = corpus
     work = tmp_path / "w"
-    slow = ("import time, sys, nmtfrag.extract as ex\n"
+    slow = ("import time, sys, nmtfrag.fragment.extract as ex\n"
             "orig = ex.tokenize_corpus\n"
             "def slow(*a, **k):\n"
             "    r = orig(*a, **k); print('ready', flush=True); time.sleep(60); return r\n"
@@ -350,7 +350,7 @@ def test_extract_command_imports_no_deep_learning_stack():
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(nmtfrag.__file__)))
     code = ("import sys; from nmtfrag.cli import build_parser; build_parser(); "
-            "import nmtfrag.extract; "
+            "import nmtfrag.fragment.extract; "
             "print(sorted(m for m in ('torch', 'fairseq', 'tqdm') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": root})

@@ -13,9 +13,9 @@ import torch
 
 from nmtfrag.errors import InputError
 from nmtfrag.fileio import release_output_locks
-from nmtfrag import finetune as finetune_module
-from nmtfrag.finetune import FineTuneConfig, atomic_copy, finetune
-from nmtfrag.finetune_job import FineTuneJob
+from nmtfrag.train import finetune as finetune_module
+from nmtfrag.train.finetune import FineTuneConfig, atomic_copy, finetune
+from nmtfrag.train.job import FineTuneJob
 from nmtfrag.model_dir import dict_symbols, load_state, validate_model_dir
 from tinymodel import make_corpus, write_parallel
 
@@ -257,7 +257,7 @@ def test_no_validation_trains_the_whole_budget_and_keeps_the_last_checkpoint(
 def test_no_validation_without_validation_files_is_what_the_cli_asks_for():
     import argparse
 
-    from nmtfrag.commands import finetune as command
+    from nmtfrag.cli import finetune as command
 
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
@@ -347,7 +347,7 @@ def test_budget_and_release_language_checks(tiny_model_dir, data, tmp_path):
 
 
 def test_text_modes_follow_the_release_manifest(tmp_path):
-    from nmtfrag.training_data import resolve_train
+    from nmtfrag.train.data import resolve_train
 
     pairs = make_corpus(3, seed=2)
     hub = _release(tmp_path / "hub", pairs, pretokenized=False)
@@ -363,8 +363,8 @@ def test_text_modes_follow_the_release_manifest(tmp_path):
 
 
 def test_moses_tokenised_text_is_made_consistent_with_the_hub_pipeline():
-    from nmtfrag.bpe import hub_tokens
-    from nmtfrag.tokenize import tokenize
+    from nmtfrag.data.bpe import hub_tokens
+    from nmtfrag.data.tokenize import tokenize
 
     raw = "The patient's anti-viral dose: 5 < 10 & \"safe\"."
     moses = "The patient 's anti-viral dose : 5 < 10 & \" safe \" ."  # EMEA style
@@ -380,7 +380,7 @@ def test_moses_tokenised_text_is_made_consistent_with_the_hub_pipeline():
 
 
 def test_a_run_that_ends_worse_than_it_started_says_so():
-    from nmtfrag.finetune import loss_note, worse_than_before
+    from nmtfrag.train.finetune import loss_note, worse_than_before
 
     assert worse_than_before(3.725, 4.194) is True  # the demo's phrases run, measured
     assert worse_than_before(4.0, 3.1) is False

@@ -2,7 +2,7 @@
 on strong evidence only (issue 31, item 4)."""
 import pytest
 
-from nmtfrag.corpus import check_not_swapped, language_evidence
+from nmtfrag.data.corpus import check_not_swapped, language_evidence
 from nmtfrag.errors import InputError
 
 DE = "Die Dosis ist nicht für Kinder und wird mit dem Arzt auf der Packung angegeben .\n"
@@ -38,7 +38,7 @@ def test_weak_or_one_sided_evidence_is_never_refused(tmp_path):
 
 
 def test_only_the_start_of_a_file_is_read(tmp_path):
-    from nmtfrag.corpus import LANGUAGE_SAMPLE_BYTES
+    from nmtfrag.data.corpus import LANGUAGE_SAMPLE_BYTES
 
     big = write(tmp_path / "big.en", "x " * LANGUAGE_SAMPLE_BYTES + EN * 50)
     assert language_evidence(big, "de", "en") == (0, 0)

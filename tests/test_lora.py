@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from nmtfrag import lora, lora_targets, trainable
+from nmtfrag.train import lora, lora_targets, trainable
 from test_dp_sgd import check_per_example_grads, tiny  # noqa: F401 (fixture)
 
 torch.set_num_threads(1)
@@ -118,8 +118,8 @@ def test_finetune_with_lora_without_dp_writes_a_plain_model(tiny_model_dir, tmp_
     an ordinary model dir (adapters merged) that differs from the base model."""
     import json
 
-    from nmtfrag.finetune import FineTuneConfig, finetune
-    from nmtfrag.finetune_job import FineTuneJob
+    from nmtfrag.train.finetune import FineTuneConfig, finetune
+    from nmtfrag.train.job import FineTuneJob
     from nmtfrag.model_dir import load_state, validate_model_dir
     from tinymodel import make_corpus, write_parallel
 
@@ -148,7 +148,7 @@ def test_finetune_with_lora_without_dp_writes_a_plain_model(tiny_model_dir, tmp_
 _INIT_DIGEST = """
 import hashlib, torch
 from torch import nn
-from nmtfrag import lora, lora_targets
+from nmtfrag.train import lora, lora_targets
 layer = nn.Module()
 for attr in sorted(set(lora_targets.LORA_MODULES.values())):
     setattr(layer, attr, nn.Linear(6, 6))

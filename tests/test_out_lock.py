@@ -28,7 +28,7 @@ ENV = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
 # child that outlives it (as a data loader worker may, for a moment).
 HOLDER = textwrap.dedent("""
     import os, sys, time
-    import nmtfrag.stats as st
+    import nmtfrag.data.stats as st
 
     def wait(*a, **k):
         if os.environ.get("FORK"):
@@ -213,8 +213,8 @@ def test_the_lock_file_is_no_output(ws):
 def test_resume_takes_the_lock(ws, monkeypatch):
     """`finetune --resume` (which prepares no new OUT) locks the interrupted run's OUT,
     and is refused while another run writes into it."""
-    from nmtfrag.finetune import open_run_dirs
-    from nmtfrag.finetune_job import FineTuneJob
+    from nmtfrag.train.finetune import open_run_dirs
+    from nmtfrag.train.job import FineTuneJob
 
     out = ws / "ft"
     (out / ".work").mkdir(parents=True)

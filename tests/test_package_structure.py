@@ -1,13 +1,14 @@
-"""The package's import structure stays as issue 20 left it: no import circles between
-modules (imports inside functions count too: a circle dodged by a local import is still a
-circle), and no module imports another module's private (`_`-prefixed) names. Read from
-the source with `ast`, so nothing is imported."""
+"""The package's import structure stays as issues 20 and 32 left it: no import circles
+between modules (imports inside functions count too: a circle dodged by a local import is
+still a circle), no module imports another module's private (`_`-prefixed) names, every
+module lives in its stage's folder (the folder tree is the map), and argparse stays in
+cli/. Read from the source with `ast`, so nothing is imported."""
 import ast
 import os
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nmtfrag")
 # the compiled extension is the private half of phrases.py/symmetrize.py by design
-PRIVATE_MODULES_ALLOWED = {"nmtfrag._phrases_fast"}
+PRIVATE_MODULES_ALLOWED = {"nmtfrag.fragment._phrases_fast"}
 
 
 def _modules():
@@ -105,6 +106,36 @@ def test_no_import_circles():
 def test_no_module_imports_private_names_of_another():
     _, private = _graph()
     assert private == []
+
+
+# the stages, in pipeline order, and the shared core at the top (issue 32)
+STAGES = {"data", "fragment", "train", "dp", "translate", "audit", "study", "cli"}
+CORE = {"nmtfrag", "nmtfrag.__main__", "nmtfrag.errors", "nmtfrag.fileio",
+        "nmtfrag.randomness", "nmtfrag.model_dir", "nmtfrag.quiet", "nmtfrag.limits"}
+# argparse outside cli/, each with its reason
+ARGPARSE_ALLOWED = {
+    "nmtfrag.train.finetune": "reads the options fairseq's architectures register with "
+                              "argparse (the checkpoint decides them)",
+}
+
+
+def test_every_module_lives_in_its_stage_folder():
+    stray = [m for m in _modules() if m not in CORE and m.split(".")[1] not in STAGES]
+    assert stray == []
+
+
+def _uses_argparse(path):
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    return any(isinstance(n, ast.Import) and any(a.name == "argparse" for a in n.names)
+               or isinstance(n, ast.ImportFrom) and n.module == "argparse"
+               for n in ast.walk(tree))
+
+
+def test_argparse_only_in_cli():
+    found = {m for m, p in _modules().items()
+             if not m.startswith("nmtfrag.cli") and _uses_argparse(p)}
+    assert found == set(ARGPARSE_ALLOWED)
+    assert _uses_argparse(_modules()["nmtfrag.cli"])  # the reader sees it where it is
 
 
 def test_the_checks_can_fail():

@@ -3,8 +3,8 @@ import random
 
 import pytest
 
-from nmtfrag import phrases
-from nmtfrag.phrases import (extract_phrase_pairs, extract_spans, phrase_alignment,
+from nmtfrag.fragment import phrases
+from nmtfrag.fragment.phrases import (extract_phrase_pairs, extract_spans, phrase_alignment,
                              phrase_records)
 
 # Koehn (2009), Statistical Machine Translation, Figures 5.2 and 5.5 (German source).
@@ -116,7 +116,7 @@ def straightforward_records(src, tgt, points, max_len, min_len, with_alignment,
 def test_fast_records_equal_the_straightforward_path(seed, impl):
     """Same occurrences, same order, same strings and whole-sentence count."""
     if impl == "compiled":
-        fast = pytest.importorskip("nmtfrag._phrases_fast").phrase_records
+        fast = pytest.importorskip("nmtfrag.fragment._phrases_fast").phrase_records
     else:
         fast = phrases.phrase_records_python
     rng = random.Random(100 + seed)

@@ -11,7 +11,7 @@ import pytest
 
 from nmtfrag.cli import main
 from nmtfrag.errors import InputError
-from nmtfrag.opus import (FileRef, MissingDownload, find_moses_download,
+from nmtfrag.data.opus import (FileRef, MissingDownload, find_moses_download,
                           moses_ids_pairs, read_recipe, tmx_pairs, xces_pairs)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,4 +1,4 @@
-"""nmtfrag.public_align: per-sentence word alignment under a model learned on public text.
+"""nmtfrag.fragment.public_align: per-sentence word alignment under a model learned on public text.
 
 Checked: a pair's alignment is the same alone and inside any batch (no state across
 sentences); a toy model links consistently translated words even against the diagonal;
@@ -17,9 +17,9 @@ import pytest
 
 from nmtfrag.cli import main
 from nmtfrag.errors import InputError
-from nmtfrag.extract import phrase_pairs
-from nmtfrag.public_align import DESCRIPTION, PublicAligner, learn_model
-from nmtfrag.tokenize import to_tokens
+from nmtfrag.fragment.extract import phrase_pairs
+from nmtfrag.fragment.public_align import DESCRIPTION, PublicAligner, learn_model
+from nmtfrag.data.tokenize import to_tokens
 
 DEMO = os.path.join(os.path.dirname(__file__), "..", "corpora", "demo")
 # 55 made-up nouns and their "translations" (different strings: no identical-token bonus)

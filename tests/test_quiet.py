@@ -51,7 +51,7 @@ def test_filters_third_party_info_and_warnings_but_not_ours(verbose):
     code = ("logging.getLogger('fairseq.tasks').info('THEIR-INFO')\n"
             "logging.getLogger('hydra.core').debug('THEIR-DEBUG')\n"
             "logging.getLogger('fairseq').warning('THEIR-WARNING')\n"
-            "logging.getLogger('nmtfrag.finetune').info('OUR-INFO')\n"
+            "logging.getLogger('nmtfrag.train.finetune').info('OUR-INFO')\n"
             "warnings.warn('A-USERWARNING')\n"
             "warnings.warn('A-FUTUREWARNING', FutureWarning)\n"
             # fairseq_cli.train's import-time set-up must not re-route logging to stdout

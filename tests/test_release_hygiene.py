@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 
 from nmtfrag.cli import main
-from nmtfrag.phrases import extract_phrase_pairs
-from nmtfrag.sample import ExternalShuffle, buckets_for
-from nmtfrag.symmetrize import parse_pharaoh
+from nmtfrag.fragment.phrases import extract_phrase_pairs
+from nmtfrag.fragment.sampling import ExternalShuffle, buckets_for
+from nmtfrag.fragment.symmetrize import parse_pharaoh
 
 import test_extract  # noqa: E402  (tests/ is on sys.path: conftest.py)
 
@@ -258,7 +258,7 @@ def test_tag_tokens_in_pretokenized_input_are_refused_under_tag(tmp_path, capsys
 def test_write_records_writes_what_write_does(tmp_path, tag):
     """The block writer (extraction's path) gives the bytes, counts and checks of
     writing record by record."""
-    from nmtfrag.release import ReleaseTooLong, ReleaseWriter, release_file_names
+    from nmtfrag.fragment.release import ReleaseTooLong, ReleaseWriter, release_file_names
 
     records = ["a b\tx\t0-0 1-0", "c\ty z\t0-0 0-1", "d e f\tw\t2-0"]
     names = release_file_names("de", "en", True)
@@ -291,7 +291,7 @@ def test_write_records_writes_what_write_does(tmp_path, tag):
     ["a", "b c", "d e f g"] * 50,
 ])
 def test_word_counts_are_split_counts(segments):
-    from nmtfrag.release import word_counts
+    from nmtfrag.fragment.release import word_counts
 
     assert word_counts("\n".join(segments), len(segments)) == \
         Counter(len(s.split()) for s in segments)

@@ -7,7 +7,7 @@ import pytest
 
 from nmtfrag.cli import main
 from nmtfrag.errors import InputError
-from nmtfrag.split import plan, split_corpus
+from nmtfrag.data.split import plan, split_corpus
 
 
 def make_tsv(path, n_docs=40, seed=0, max_len=15, dup_every=0):

@@ -44,9 +44,9 @@ def test_keyword_typeddicts_name_the_constructors_fields():
     """extract_release(**fields) and load_translator(**kwargs) are typed by TypedDicts
     that restate their constructors' keywords; mypy checks the calls only if the two
     agree, so a field added to one but not the other fails here."""
-    from nmtfrag.ct2_engine import CT2Translator
-    from nmtfrag.extract import ExtractFields, ExtractOptions
-    from nmtfrag.generate import Translator, TranslatorOptions
+    from nmtfrag.translate.ct2_engine import CT2Translator
+    from nmtfrag.fragment.extract import ExtractFields, ExtractOptions
+    from nmtfrag.translate.fairseq_engine import Translator, TranslatorOptions
 
     assert set(ExtractFields.__annotations__) == \
         {f.name for f in dataclasses.fields(ExtractOptions)}

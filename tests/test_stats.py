@@ -9,7 +9,7 @@ import pytest
 
 from nmtfrag.cli import main
 from nmtfrag.errors import InputError
-from nmtfrag.stats import LENGTH_BUCKETS, bucket_name, corpus_stats
+from nmtfrag.data.stats import LENGTH_BUCKETS, bucket_name, corpus_stats
 
 WORDS = ["der", "die", "das", "Haus", "haus", "Patient", "mg", ",", ".", "(", ")", "x1",
          "Tablette", "und", "oder", "nicht", "ist", "2,5", "%", "-"]
@@ -145,7 +145,7 @@ def _lines(path, lines):
 
 def test_data_checks_count_each_layout(tmp_path):
     """Each check against lines built to trip it (or, as near misses, not to)."""
-    from nmtfrag.stats import data_checks, overlap_with_train
+    from nmtfrag.data.stats import data_checks, overlap_with_train
 
     pairs = [("Das ist gut .", "das ist gut . That is good ."),   # copy (case-insensitive)
              ("( 1 )", "( 1 ) one"),                               # punctuation: no copy
@@ -169,7 +169,7 @@ def test_data_checks_count_each_layout(tmp_path):
 
 
 def test_release_contents_against_a_hand_count(tmp_path):
-    from nmtfrag.stats import release_contents
+    from nmtfrag.data.stats import release_contents
 
     pairs = [((",",), (",",)), ((",",), (",",)), (("2,5", "mg"), ("2.5", "mg")),
              (("(", "1", ")"), ("(", "1", ")")), (("&quot;",), ("&quot;",)),

@@ -171,7 +171,7 @@ def test_a_dp_sgd_cell_follows_its_plan(ws):
 def test_a_gpu_machine_can_decode_on_its_cpu_and_the_report_names_it(ws):
     """--device cuda --decode-device cpu: training, exposure and membership on the GPU,
     evaluate (CTranslate2 without its CUDA libraries) on the CPU; not a cell setting."""
-    from nmtfrag.commands.study import with_machine
+    from nmtfrag.cli.study import with_machine
     from nmtfrag.study.machine import machine_text, note_machine
     from nmtfrag.study.plan import EVALUATE, EXPOSURE, MEMBERSHIP, Paths
 

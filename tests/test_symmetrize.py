@@ -1,7 +1,7 @@
 """Symmetrisation on worked cases, Pharaoh parsing."""
 import pytest
 
-from nmtfrag.symmetrize import (format_pharaoh, grow_diag_final_and, intersection,
+from nmtfrag.fragment.symmetrize import (format_pharaoh, grow_diag_final_and, intersection,
                                 parse_pharaoh, symmetrize, union)
 
 DIAG = {(0, 0), (1, 1), (2, 2)}
@@ -61,7 +61,7 @@ def test_compiled_canonical_points_equal_the_python_ones():
     unusual to the Python one)."""
     import random
 
-    from nmtfrag.symmetrize import canonical_points, canonical_points_python
+    from nmtfrag.fragment.symmetrize import canonical_points, canonical_points_python
 
     rng = random.Random(5)
     lines = ["", " ", "0-0", "3-1 0-2 0-1 0-2\n", " 1-1\t0-0  \r\n", "1-2-3", "1-", "-1",

@@ -1,4 +1,4 @@
-"""TMX in: nmtfrag.tmx reads translation memories as TMX 1.4b defines them, streaming;
+"""TMX in: nmtfrag.data.tmx reads translation memories as TMX 1.4b defines them, streaming;
 `extract`, `vocab`, `split` and `finetune` take `--tmx` and give what the same corpus as
 plain files gives; a malformed TMX is one `error:` line naming its line."""
 import gzip
@@ -10,7 +10,7 @@ import pytest
 
 from nmtfrag.cli import main
 from nmtfrag.errors import InputError
-from nmtfrag.tmx import primary_subtag, read_tmx, seg_text, tmx_to_files
+from nmtfrag.data.tmx import primary_subtag, read_tmx, seg_text, tmx_to_files
 from tinymodel import make_corpus
 
 DE_TAGS = ["de-DE", "DE", "de_AT", "de", "DE-de"]

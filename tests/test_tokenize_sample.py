@@ -3,8 +3,8 @@ from collections import Counter
 
 import pytest
 
-from nmtfrag.sample import ExternalShuffle
-from nmtfrag.tokenize import tokenize
+from nmtfrag.fragment.sampling import ExternalShuffle
+from nmtfrag.data.tokenize import tokenize
 
 SENTENCES = [
     "Die Dosis (5 mg) wurde am 3. März erhöht.",
@@ -72,7 +72,7 @@ def one_draw_per_record_reference(records, seed, rate, buckets):
     BUCKET_BLOCK), an exact multivariate hypergeometric share, a permutation per bucket."""
     import numpy as np
 
-    from nmtfrag.sample import BUCKET_BLOCK
+    from nmtfrag.fragment.sampling import BUCKET_BLOCK
 
     rng = np.random.default_rng(seed)
     contents = [[] for _ in range(buckets)]

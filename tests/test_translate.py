@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from nmtfrag.generate import Translator
+from nmtfrag.translate.fairseq_engine import Translator
 from tinymodel import make_corpus
 
 torch.set_num_threads(1)
@@ -35,7 +35,7 @@ def test_tags_in_input_are_not_escaped_and_removed_from_output(tiny_model_dir):
     tr = Translator(tiny_model_dir)
     sub = tr.encode(["<P> haus katze </P>", "a < b & c"])
     assert sub[0].startswith("<P> ") and sub[0].endswith(" </P>")
-    from nmtfrag.bpe import remove_bpe
+    from nmtfrag.data.bpe import remove_bpe
 
     assert remove_bpe(sub[1]) == "a &lt; b &amp; c"  # escaped as the hub pipeline does
     assert "<P>" not in tr.decode("<P> house </P>")
@@ -92,7 +92,7 @@ def test_default_length_limit_is_fairseqs(untrained_model_dir):
 
 def test_default_length_limit_reaches_ctranslate2(untrained_model_dir, tmp_path):
     pytest.importorskip("ctranslate2")
-    from nmtfrag.generate import load_translator
+    from nmtfrag.translate.fairseq_engine import load_translator
 
     fs = Translator(untrained_model_dir).translate(LONG_LINES)
     ct = load_translator(untrained_model_dir, "ctranslate2", ct2_cache=str(tmp_path))

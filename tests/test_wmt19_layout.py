@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nmtfrag.cli import main
-from nmtfrag.generate import Translator, load_translator
+from nmtfrag.translate.fairseq_engine import Translator, load_translator
 from nmtfrag.model_dir import validate_model_dir
 from tinymodel import make_corpus, save_as_2019_checkpoint, write_parallel
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from nmtfrag import cli, fileio
+from nmtfrag import fileio, cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MESSAGE = "left by runs that were killed"

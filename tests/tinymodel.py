@@ -9,7 +9,7 @@ exactly like the real WMT19 release or ../shared/models/generic-deen-small:
 
 The corpus is synthetic: German-looking words mapped one-to-one to English-looking words
 (so a model can learn it), random sentence lengths, fixed seed; Moses tokenisation is a
-no-op on it. The model is built by `nmtfrag.toymodel.train_toy_model` (subword-nmt BPE,
+no-op on it. The model is built by `nmtfrag.train.toymodel.train_toy_model` (subword-nmt BPE,
 fairseq-preprocess, fairseq-train, all through their own APIs).
 """
 import os
@@ -63,7 +63,7 @@ def make_tiny_model_dir(out_dir=None, n_train=300, n_valid=30, updates=1, seed=0
     embeddings), bpecodes. `updates` fairseq-train updates from random weights (≥ 1);
     about 2 s for 1 update, ~10 s for 100 on one CPU thread.
     """
-    from nmtfrag.toymodel import train_toy_model
+    from nmtfrag.train.toymodel import train_toy_model
 
     out_dir = out_dir or tempfile.mkdtemp(prefix="tinymodel-")
     return train_toy_model(out_dir, make_corpus(n_train, seed=seed),

@@ -31,7 +31,7 @@ import os
 import random
 from collections.abc import Sequence
 
-from ..corpus import validate_parallel
+from ..data.corpus import validate_parallel
 from ..errors import InputError
 from ..fileio import (MANIFEST, atomic_writer, check_not_input, prepare_output_dir,
                       sha256_file, tool_versions, write_json)

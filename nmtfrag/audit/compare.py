@@ -528,7 +528,7 @@ def render_markdown(title: str, rows: Sequence[dict]) -> str:
               ""]
     held = [(r["name"], r["release_contents"]) for r in rows if r.get("release_contents")]
     if held:
-        from ..stats import release_markdown
+        from ..data.stats import release_markdown
 
         lines += release_markdown(held).splitlines() + [""]
     notes = table_notes(rows)

@@ -18,7 +18,7 @@ Seq2seq specifics (DESIGN.md, "Exposure for seq2seq"):
   is called directly.
 - extraction: does beam search on the canary's source output the secret verbatim?
 
-The model is loaded with `nmtfrag.generate.Translator` (the model's own BPE pipeline,
+The model is loaded with `nmtfrag.translate.fairseq_engine.Translator` (the model's own BPE pipeline,
 ensembles average probabilities).
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, sha256_file,
 from .canaries import index_of_secret, read_canaries, secret_from_index
 
 if TYPE_CHECKING:  # generate loads fairseq: import it only to score
-    from ..generate import Translator
+    from ..translate.fairseq_engine import Translator
     from ..randomness import Seed
 
 
@@ -226,7 +226,7 @@ def audit_exposure(model: str, canaries_path: str, out: str, *, src_lang: str = 
                    show_progress: bool = False) -> dict:
     """Load `model` (a WMT19-layout dir), measure every canary, write the report.
     `seed` None: the candidate sample comes from secret randomness."""
-    from ..generate import Translator
+    from ..translate.fairseq_engine import Translator
     from ..randomness import resolve_seed
 
     from ..model_dir import check_model_files

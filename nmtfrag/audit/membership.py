@@ -30,7 +30,7 @@ from ..fileio import public_name
 from ..fileio import MANIFEST, atomic_writer, prepare_output_dir, tool_versions, write_json
 
 if TYPE_CHECKING:  # generate loads fairseq: import it only to run the attack
-    from ..generate import Translator
+    from ..translate.fairseq_engine import Translator
     from ..randomness import Seed
 
 ATTACK = "loss threshold (Yeom et al. 2018)"
@@ -98,7 +98,7 @@ def pair_losses(translator: Translator, pairs: Sequence[tuple[str, str]],
 def read_pairs(spec: Sequence[str], src_lang: str, tgt_lang: str,
                what: str) -> list[tuple[str, str]]:
     """(src, tgt) lines from a prefix (PREFIX.src_lang/.tgt_lang) or two files."""
-    from ..corpus import SkipLog, read_parallel, validate_parallel
+    from ..data.corpus import SkipLog, read_parallel, validate_parallel
 
     if len(spec) == 1:
         spec = [f"{spec[0]}.{src_lang}", f"{spec[0]}.{tgt_lang}"]
@@ -133,7 +133,7 @@ def audit_membership(model: str, members: list[tuple[str, str]],
     `members`/`nonmembers` are lists of (src, tgt) pairs: training pairs of the model and
     held-out pairs of the same distribution; `input_paths` the files they were read from
     (OUT may not hold them). `seed` None: the pair sample uses secret randomness."""
-    from ..generate import Translator
+    from ..translate.fairseq_engine import Translator
     from ..randomness import resolve_seed
 
     seed = resolve_seed(seed)

@@ -61,7 +61,7 @@ from operator import itemgetter
 import numpy as np
 
 from ..errors import InputError
-from ..release import TokenPair
+from ..data.release_text import TokenPair
 from .greedy import most_frequent, one_sided_edges
 
 

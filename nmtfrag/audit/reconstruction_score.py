@@ -29,16 +29,16 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ..corpus import SkipLog, check_distinct_sides, read_parallel, validate_parallel
+from ..data.corpus import SkipLog, check_distinct_sides, read_parallel, validate_parallel
 from ..errors import InputError
 from ..fileio import public_name
 from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, sha256_file,
                       tool_versions, write_json)
-from ..tokenize import to_tokens
+from ..data.tokenize import to_tokens
 from .rebuilt import SENTENCE_FINAL, joined_chain_truth, rebuilt_flags
 
 if TYPE_CHECKING:  # reconstruct imports numpy: load it only to run the attack
-    from ..release import TokenPair, Tokens
+    from ..data.release_text import TokenPair, Tokens
     from .reconstruct import Chain
 
 
@@ -339,8 +339,8 @@ def audit_reconstruction(release: str, src: str, tgt: str, out: str, *,
     which are confidential: they are rebuilt pieces of the corpus).
 
     `mode`: "conservative", "greedy", or "both" (the two side by side: a bracket)."""
-    from ..stats import release_contents
-    from ..release import read_release
+    from ..data.stats import release_contents
+    from ..data.release_text import read_release
     from .reconstruction_report import render_markdown
 
     if mode not in MODE_CHOICES:

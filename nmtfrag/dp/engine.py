@@ -2,18 +2,18 @@
 
 Why: in the style of opacus' `PrivacyEngine`, the DP track is usable from Python without
 argparse; `nmtfrag finetune --dp` only turns its options into a `FineTuneJob`
-(nmtfrag.commands.finetune) and a `DPConfig` (nmtfrag.dp.cli_args). The mechanism itself is nmtfrag.dp.sgd; accounting
-is nmtfrag.dp.accounting; which parameters train is nmtfrag.trainable.
+(nmtfrag.cli.finetune) and a `DPConfig` (nmtfrag.cli.dp_options). The mechanism itself is nmtfrag.dp.sgd; accounting
+is nmtfrag.dp.accounting; which parameters train is nmtfrag.train.trainable.
 
     from nmtfrag.dp.engine import DPConfig, FineTuneJob, dp_finetune
-    from nmtfrag.trainable import TrainableSet
+    from nmtfrag.train.trainable import TrainableSet
     job = FineTuneJob(model="wmt19.de-en/", train=("train.de", "train.en"),
                       valid_src="valid.de", valid_tgt="valid.en", out="dp-model/")
     dp_finetune(job, DPConfig(delta=1e-5, target_epsilon=8, logical_batch=1024,
                               steps=40, params=TrainableSet("lora")))
 
-Both training methods share the job (`FineTuneJob`, defined in nmtfrag.finetune_job and
-importable from here) and the training data (nmtfrag.training_data: input resolution,
+Both training methods share the job (`FineTuneJob`, defined in nmtfrag.train.job and
+importable from here) and the training data (nmtfrag.train.data: input resolution,
 preprocessing, binarising, the output layout); only the method is this module's.
 
 OUT gets what may be shared (model files, privacy.json, a manifest of public parameters)
@@ -36,18 +36,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from .. import trainable, training_data
-from ..binarize import fairseq_log_level
-from ..corpus import scan_text_file
+from ..train import trainable, data as training_data
+from ..train.binarize import fairseq_log_level
+from ..data.corpus import scan_text_file
 from ..errors import InputError, is_disk_error, note_interruption, with_path
 from ..fileio import (MANIFEST, OWNER_DIR, atomic_writer, owner_path, prepare_output_dir,
                       private_workdir, read_json, tool_versions, write_json,
                       write_owner_json)
-from ..finetune_job import FineTuneJob
+from ..train.job import FineTuneJob
 from ..model_dir import ModelDir, allow_full_checkpoint_load, load_state
 from ..randomness import Seed, resolve_seed
-from ..trainable import TrainableSet
-from ..training_data import (MODEL_KIND, TagPolicy, TrainingSources, WorkLayout, model_files,
+from ..train.trainable import TrainableSet
+from ..train.data import (MODEL_KIND, TagPolicy, TrainingSources, WorkLayout, model_files,
                              write_finetuned_model)
 from . import accounting, recipe, resume, schedule, simulate, unit_count
 
@@ -787,7 +787,7 @@ def write_trained_model(model: torch.nn.Module, config: DPConfig, layout: WorkLa
                         out: str, job: FineTuneJob) -> None:
     """OUT as a plain model dir: the trained weights (LoRA merged) in the init
     checkpoint's dtypes, the run's dictionaries and the base bpecodes."""
-    from .. import lora
+    from ..train import lora
     from . import fairseq_opacus
 
     fairseq_opacus.restore_model(model)

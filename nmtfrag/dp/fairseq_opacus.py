@@ -48,7 +48,7 @@ import torch
 from torch import nn
 
 from ..errors import InputError
-from ..lora import LoRALinear
+from ..train.lora import LoRALinear
 
 if TYPE_CHECKING:
     from fairseq.models import FairseqEncoderDecoderModel

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..trainable import TrainableSet
+from ..train.trainable import TrainableSet
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,8 @@ if TYPE_CHECKING:  # torch and numpy are imported where a state is captured or r
     import numpy as np
     import torch
 
-    from ..finetune_job import FineTuneJob
-    from ..trainable import TrainableSet
+    from ..train.job import FineTuneJob
+    from ..train.trainable import TrainableSet
 
 State = dict[str, Any]  # what `capture` returns and `torch.save` writes
 # The accountant's history: [noise multiplier, sampling rate, steps] per stretch of steps.

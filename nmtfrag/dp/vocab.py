@@ -37,12 +37,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..corpus import SkipLog, read_parallel, validate_parallel
+from ..data.corpus import SkipLog, read_parallel, validate_parallel
 from ..errors import InputError
 from ..fileio import (OWNER_DIR, atomic_writer, prepare_output_dir, remove_empty_output,
                       sha256_file, tool_versions, write_json, write_owner_json)
 from ..randomness import Seed, resolve_seed
-from ..tokenize import to_tokens
+from ..data.tokenize import to_tokens
 from .accounting import unit_key
 from .histogram import noisy_threshold, tail_probability, threshold, unit_counts
 
@@ -103,7 +103,7 @@ def write_codes(codes: Iterable[tuple[str, str, int]], path: str) -> None:
 
 def subword_vocab(noisy: Mapping[str, float], codes_path: str) -> Counter:
     """Noisy subword counts: each kept word's BPE pieces get its (rounded) noisy count."""
-    from ..bpe import load_fastbpe
+    from ..data.bpe import load_fastbpe
 
     words = sorted(noisy)
     if not words:
@@ -214,7 +214,7 @@ def plan_extension(noisy: Mapping[str, float], base_codes_path: str, base_symbol
     a word's final base segmentation (ranked last). Returns a dict with `words`
     [(word, base pieces)], `merges` [(a, b)], `symbols` {new dict symbol: [base pieces]}.
     """
-    from ..bpe import load_fastbpe
+    from ..data.bpe import load_fastbpe
 
     words = sorted(noisy, key=lambda w: (-noisy[w], w))
     bpe = load_fastbpe(base_codes_path)
@@ -299,7 +299,7 @@ def extend_model(base_dir: str, out_dir: str, noisy: Mapping[str, float],
         dst.write(base if base.endswith("\n") or not base else base + "\n")
         dst.writelines(f"{a} {b} 1\n" for a, b in plan["merges"])
     # side effect on other words: how many kept words segment differently now
-    from ..bpe import load_fastbpe
+    from ..data.bpe import load_fastbpe
 
     words = sorted(noisy)
     changed = 0

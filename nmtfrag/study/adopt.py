@@ -32,7 +32,7 @@ def expected(step: Step, cell: Cell, seed: int) -> dict[str, Any]:
     """{record key: value} a finished run of `step` holds in its manifests: a sentence
     cell's training settings from the study's config; a DP-SGD cell's from its options
     as `finetune --dp` parses them."""
-    from ..dp import cli_args as dp_cli
+    from ..cli import dp_options as dp_cli
 
     args = _parse(step)
     src, tgt = args.train

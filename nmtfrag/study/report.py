@@ -202,7 +202,7 @@ def _vs_full(config: StudyConfig, paths: Paths, name: str, full: str | None
     """Paired bootstrap of a cell against the full-sentence cell (cached by hypotheses)."""
     if full is None or name == full:
         return None
-    from ..evaluate import evaluate
+    from ..translate.evaluate import evaluate
 
     hyp = os.path.join(paths.step(name, EVALUATE), "hyp.txt")
     base = paths.step(full, EVALUATE)

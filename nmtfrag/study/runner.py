@@ -263,7 +263,7 @@ def _run_steps(ex: Executor, steps: list[Step], threads: int) -> None:
 def _data_checks(config: StudyConfig, progress: Progress) -> None:
     """What would distort the comparison (a target holding its copied source, all caps,
     duplicated pairs, test pairs also in train): said before anything trains."""
-    from ..stats import describe_corpora, stats_inputs
+    from ..data.stats import describe_corpora, stats_inputs
 
     d = config.data
     inputs = stats_inputs(train=list(d.files(d.train)), test=list(d.files(d.test)),

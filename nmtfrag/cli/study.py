@@ -1,0 +1,94 @@
+"""The decision study: every approach on one footing, from one config file.
+
+  nmtfrag study run CONFIG --out DIR [--jobs N] [--cell NAME …]
+      run (or continue) every cell: the baseline first (its report before any training),
+      then the releases, then the cells N at a time; finished steps are skipped, a killed
+      training resumes from its saved state, a changed setting of a recorded cell is
+      refused; the report is rewritten after every finished cell
+  nmtfrag study status CONFIG --out DIR
+      every cell's state, CPU time so far and progress against its cap or plan
+  nmtfrag study report CONFIG --out DIR
+      rewrite DIR/report/ (report.md, report.json, privacy_utility.png) from what is done
+
+CONFIG is a TOML file; corpora/demo/study.toml is a commented example of every key, and
+corpora/EMEA/study.toml and corpora/GNOME/study.toml are the project's studies. Paths in
+it may use ${VAR} from the environment, e.g.
+  MODELS=~/models DATA=~/data nmtfrag study run corpora/EMEA/study.toml --out runs/emea
+"""
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from . import arg_types as ct
+
+if TYPE_CHECKING:
+    from ..study.config import StudyConfig
+
+HELP = "run a whole comparison (every approach, one footing) from a config file"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="study_command", metavar="ACTION", parser_class=type(p))
+    sub.required = True
+    for name, text in (("run", "run or continue the study"),
+                       ("status", "where every cell stands (starts nothing)"),
+                       ("report", "rewrite the report from the finished cells")):
+        s = sub.add_parser(name, help=text, description=text)
+        s.add_argument("config", metavar="CONFIG", help="the study's TOML config file")
+        s.add_argument("--out", required=True, metavar="DIR",
+                       help="the study directory (created by the first run)")
+        if name == "run":
+            s.add_argument("--jobs", type=ct.positive_int, default=None, metavar="N",
+                           help="cells trained side by side (default: [machine] jobs)")
+            s.add_argument("--threads", type=ct.positive_int, default=None, metavar="N",
+                           help="CPU threads in all, divided among the jobs (default: "
+                                "[machine] threads, else every core)")
+            s.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                           help="where cells train and score (default: [machine] device)")
+            s.add_argument("--decode-device", choices=("cpu", "cuda"), default=None,
+                           help="where evaluate decodes (default: [machine] decode_device, "
+                                "else --device); e.g. cpu where CTranslate2 lacks its CUDA "
+                                "libraries")
+            s.add_argument("--cell", action="append", metavar="NAME",
+                           help="run only this cell (repeatable; the baseline always runs)")
+        if name == "status":
+            s.add_argument("--json", action="store_true", help="the records as JSON")
+
+
+def with_machine(config: StudyConfig, device: str | None,
+                 decode_device: str | None) -> StudyConfig:
+    """The config with the command line's machine settings (never part of a cell's)."""
+    import dataclasses
+
+    m = config.machine
+    m = dataclasses.replace(m, device=device or m.device,
+                            decode_device=decode_device or m.decode_device)
+    return dataclasses.replace(config, machine=m)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..study.config import read_config
+
+    config = read_config(args.config)
+    if args.study_command == "run":
+        from ..study.runner import run_study
+
+        config = with_machine(config, args.device, args.decode_device)
+        return run_study(config, args.out, jobs=args.jobs, threads=args.threads,
+                         cells=args.cell)
+    if args.study_command == "status":
+        import json
+
+        from ..study.record import read_record
+        from ..study.status import render, study_status
+
+        read_record(args.out)
+        holder, rows = study_status(config, args.out)
+        print(json.dumps({"running_pid": holder, "cells": rows}, indent=1) if args.json
+              else render(args.out, holder, rows))
+        return 0
+    from ..study.report import run_report
+
+    print(run_report(config, args.out))
+    return 0

@@ -1,0 +1,776 @@
+"""Fine-tune a WMT19-format model on a release (or on full sentences) with fairseq.
+
+Kim, Bisazza & Turkmen (2021), "Using Confidential Data for Domain Adaptation of Neural
+Machine Translation", §4: the translation company continues training the generic
+WMT19 de→en model on the released phrase pairs as if they were sentences, with the WMT19
+learning rate divided by 4 (0.000175), weight decay 0.0001, dropout 0.2, label smoothing
+0.1, Adam, and early stopping on a small full-sentence validation set.
+
+Steps (all temporary files holding client text live in OUT/.work, mode 0700, removed at
+the end unless keep_work):
+1. validate the model dir and read its architecture from the checkpoint;
+2. text → hub tokens → fastBPE with the model's codes (`nmtfrag.data.bpe`); `<P>`/`</P>`
+   tags stay whole tokens;
+3. when the training data is tagged, append the tags to both dictionaries and grow the
+   checkpoint's embedding matrices (`nmtfrag.model_dir.grow_state`) → OUT/.work/init.pt;
+4. binarise with those dictionaries (fairseq-preprocess) — steps 2–4 are
+   `nmtfrag.train.data`'s, shared with the DP track (nmtfrag.dp.engine);
+5. fairseq's own training (fairseq_cli.train.main through its Python API, so CPU, CUDA
+   and multi-GPU via fairseq's distributed launcher all work) with `--restore-file
+   init.pt` and every `--reset-*` flag; the model arguments are copied from the
+   checkpoint so the model fairseq builds is the pretrained one;
+6. the best checkpoint (lowest validation loss) becomes OUT/model.pt next to the
+   dictionaries and bpecodes: OUT is again a model directory.
+
+Without validation (`FineTuneConfig.validate` False, `--no-validation`) no validation set
+is read: fairseq trains for the whole budget with --disable-validation and the last
+checkpoint becomes OUT/model.pt, so the budget and the kept checkpoint depend on the
+training data and fixed settings only (for a DP release: nothing outside its ε).
+
+A run killed half-way is continued with `FineTuneJob.resume` from OUT/checkpoints/checkpoint_last.pt
+(optimizer, scheduler, data iterator and meters restored by fairseq). A run stopped by
+SIGINT or SIGTERM says which checkpoint OUT keeps (fairseq saves one at the end of each
+epoch, or every --validate-every updates), or that it keeps none yet.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypedDict
+
+from . import data as training_data
+from ..errors import InputError, is_disk_error, note_interruption, with_path
+from ..fileio import (MANIFEST, atomic_writer, lock_output_dir, prepare_output_dir,
+                     public_name, read_json, tool_versions, write_json)
+from .job import FineTuneJob
+from ..model_dir import ModelDir, allow_full_checkpoint_load, load_state
+from .trainable import TrainableSet
+from .data import (MODEL_KIND, TagPolicy, TrainingSources, WorkLayout, model_files,
+                            write_finetuned_model)
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+class PaperDefaults(TypedDict):
+    """Kim et al. (2021)'s fine-tuning settings."""
+    lr: float
+    weight_decay: float
+    dropout: float
+    label_smoothing: float
+    adam_betas: str
+    adam_eps: float
+
+
+PAPER_DEFAULTS: PaperDefaults = {
+    "lr": 0.000175, "weight_decay": 0.0001, "dropout": 0.2, "label_smoothing": 0.1,
+    "adam_betas": "(0.9, 0.98)", "adam_eps": 1e-8,
+}
+WORK = ".work"
+CKPT = "checkpoints"
+logger = logging.getLogger("nmtfrag.train.finetune")
+
+
+# --------------------------------------------------------------------------- training args
+def _model_arg_names(arch):
+    """Names of the model-specific options of `arch` (what the checkpoint decides)."""
+    import argparse
+
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+
+    p = argparse.ArgumentParser(add_help=False)
+    ARCH_MODEL_REGISTRY[arch].add_args(p)
+    names = {a.dest for a in p._actions}
+    # plus what the architecture function derives (decoder_input_dim, …)
+    ns = argparse.Namespace()
+    ARCH_CONFIG_REGISTRY[arch](ns)
+    names |= set(vars(ns))
+    names |= {"max_source_positions", "max_target_positions"}
+    return names
+
+
+# an epoch interval no run reaches: turns fairseq's per-epoch validation and saving off
+EPOCHS_OUT_OF_REACH = 10 ** 9
+
+
+def fairseq_train_argv(bin_dir: str, save_dir: str, init_ckpt: str, arch: str, *,
+                       src_lang: str, tgt_lang: str, lr: float, weight_decay: float,
+                       dropout: float, label_smoothing: float, max_tokens: int,
+                       update_freq: int, max_updates: int | None, max_epochs: int | None,
+                       patience: int, validate_every: int | None, warmup_updates: int,
+                       seed: int, device: str, gpus: int, fp16: bool, log_interval: int,
+                       resume: bool, validate: bool = True,
+                       threads_note: str | None = None) -> list[str]:
+    """The fairseq-train command line of a fine-tuning run (also used by the benchmark).
+
+    `validate` False: --disable-validation (fairseq reads no valid split, never stops
+    early and writes no checkpoint_best.pt) and patience -1, whatever `patience` says;
+    `validate_every` must then be None."""
+    if not validate:
+        if validate_every:
+            raise ValueError("validate_every without validation")
+        patience = -1
+    argv = [
+        bin_dir, "--task", "translation", "-s", src_lang, "-t", tgt_lang,
+        "--arch", arch,
+        "--optimizer", "adam", "--adam-betas", PAPER_DEFAULTS["adam_betas"],
+        "--adam-eps", str(PAPER_DEFAULTS["adam_eps"]),
+        "--lr", str(lr), "--weight-decay", str(weight_decay),
+        "--lr-scheduler", "fixed", "--warmup-updates", str(warmup_updates),
+        "--criterion", "label_smoothed_cross_entropy",
+        "--label-smoothing", str(label_smoothing),
+        "--dropout", str(dropout),
+        "--max-tokens", str(max_tokens), "--update-freq", str(update_freq),
+        # the fairseq forks drop the last batch unless it is a multiple of this (8 by
+        # default): 7 of EMEA's 151 validation sentences would never be scored
+        "--required-batch-size-multiple", "1",
+        "--seed", str(seed),
+        "--save-dir", save_dir, "--no-epoch-checkpoints",
+        "--keep-interval-updates", "1", "--keep-last-epochs", "1",
+        "--best-checkpoint-metric", "loss", "--patience", str(patience),
+        "--skip-invalid-size-inputs-valid-test",
+        "--log-format", "simple", "--log-interval", str(log_interval),
+        "--num-workers", "0", "--no-progress-bar",
+        # fairseq orders the examples of equal length with the seed plus the epoch at
+        # which it builds the batches, then reuses them: epoch 1 in a whole run, epoch k
+        # in one resumed at k, so a resumed run trained on other batches than an
+        # uninterrupted one (a study's killed cell ended 0.7 BLEU away). New batches
+        # every epoch (seed + epoch each time) make a resumed run repeat a whole one.
+        "--update-epoch-batch-itr", "True",
+    ]
+    if not validate:
+        argv += ["--disable-validation"]
+    if max_updates:
+        argv += ["--max-update", str(max_updates)]
+    if max_epochs:
+        argv += ["--max-epoch", str(max_epochs)]
+    if validate_every:
+        # every N updates *only*: fairseq also validates (and saves) at every epoch end
+        # unless the epoch intervals are out of reach, and early stopping counts those
+        # validations too (the demo stopped at 75 of 100 updates). A run still validates
+        # and saves at its last update (fairseq's should_stop).
+        argv += ["--validate-interval-updates", str(validate_every),
+                 "--save-interval-updates", str(validate_every),
+                 "--validate-interval", str(EPOCHS_OUT_OF_REACH),
+                 "--save-interval", str(EPOCHS_OUT_OF_REACH)]
+    if resume:
+        argv += ["--restore-file", os.path.join(save_dir, "checkpoint_last.pt")]
+    else:
+        argv += ["--restore-file", init_ckpt, "--reset-optimizer", "--reset-lr-scheduler",
+                 "--reset-meters", "--reset-dataloader"]
+    if device == "cpu":
+        argv += ["--cpu"]
+    else:
+        argv += ["--distributed-world-size", str(max(1, gpus))]
+        if fp16:
+            argv += ["--fp16"]
+    return argv
+
+
+def build_train_cfg(argv: list[str], ckpt_model_args: dict) -> DictConfig:
+    """Parse a fairseq-train command line, then copy the architecture from the checkpoint.
+
+    fairseq builds the model from the command line, not from the restore file, so every
+    model-specific option the checkpoint stored (layer count, FFN width, embedding
+    sharing, …) is copied over the parsed defaults — except dropout, which fine-tuning
+    sets (the paper's 0.2).
+    """
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, argv)
+    for name in _model_arg_names(args.arch):
+        if name in ("dropout",) or name not in ckpt_model_args:
+            continue
+        setattr(args, name, ckpt_model_args[name])
+    return convert_namespace_to_omegaconf(args)
+
+
+class _LogCapture(logging.Handler):
+    """Keeps fairseq's log lines in OUT/train.log (and the valid losses in memory)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(logging.INFO)
+        self.file = open(path, "a", encoding="utf-8")
+        self.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | "
+                                            "%(message)s", "%Y-%m-%d %H:%M:%S"))
+        self.valid: list[dict[str, float | None]] = []
+        self.loaded: list[str] = []
+        self.saved: str | None = None  # "epoch E, U updates" of fairseq's last save
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        try:
+            self.file.write(self.format(record) + "\n")
+            self.file.flush()
+        except OSError as exc:  # a full disk: the error line names train.log
+            if not is_disk_error(exc):
+                raise
+            raise with_path(exc, self.file.name) from exc
+        if "valid" in msg and "| loss " in msg:
+            try:
+                loss = float(msg.split("| loss ")[1].split()[0])
+                upd = msg.split("| num_updates ")[1].split()[0] \
+                    if "| num_updates " in msg else None
+                self.valid.append({"num_updates": int(upd) if upd else None, "loss": loss})
+            except (IndexError, ValueError):
+                pass
+        if msg.startswith("Loaded checkpoint"):
+            self.loaded.append(msg)
+        saved = re.match(r"Saved checkpoint .*\(epoch (\d+) @ (\d+) updates", msg)
+        if saved:  # logged once the checkpoint and its copies are written
+            self.saved = f"epoch {saved.group(1)}, {saved.group(2)} updates"
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
+class _ProgressOnly(logging.Filter):
+    """fairseq's per-interval and per-epoch loss lines (its progress bar renames its
+    logger to train / train_inner / valid) and warnings; not its set-up dump."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("Traceback (most recent call last)"):
+            return False  # e.g. a failed checkpoint save: train.log keeps it, the error
+            # line says what failed (one `error:` line, no traceback, on the console)
+        return record.levelno >= logging.WARNING or \
+            record.name in ("train", "train_inner", "valid")
+
+
+def _attach(handler, console_level=logging.INFO):
+    """Route fairseq's loggers to `handler` (train.log) and to stderr at `console_level`
+    (nothing of fairseq's reaches stdout: fairseq_cli.train points the root logger there).
+    At INFO the console shows only the loss lines unless `nmtfrag -v` (nmtfrag.quiet).
+    Returns what `_detach` needs to restore them."""
+    from ..quiet import verbose
+
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(console_level)
+    if not verbose():
+        console.addFilter(_ProgressOnly())
+    console.setFormatter(handler.formatter)
+    saved = []
+    for n in ("fairseq", "fairseq_cli"):
+        lg = logging.getLogger(n)
+        saved.append((lg, lg.level, lg.propagate))
+        lg.addHandler(handler)
+        lg.addHandler(console)
+        lg.setLevel(logging.INFO)
+        lg.propagate = False
+    return saved, console
+
+
+def _detach(handler, attached):
+    saved, console = attached
+    for lg, level, propagate in saved:
+        lg.removeHandler(handler)
+        lg.removeHandler(console)
+        lg.setLevel(level)
+        lg.propagate = propagate
+
+
+def _setup_console_logging(quiet):
+    root = logging.getLogger()
+    if not root.handlers:  # before fairseq_cli.train's basicConfig, which uses stdout
+        logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                            format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
+
+
+def run_fairseq_train(cfg: DictConfig, trained: TrainableSet | None = None) -> None:
+    """fairseq-train's main on a parsed cfg (spawns one process per GPU when needed).
+    `trained` (a nmtfrag.train.trainable.TrainableSet) limits what trains; None: everything."""
+    from fairseq.distributed import utils as distributed_utils
+
+    distributed_utils.call_main(cfg, train_main_with_atomic_copies, trained=trained)
+
+
+def train_main_with_atomic_copies(cfg: DictConfig, trained: TrainableSet | None = None,
+                                   **kwargs: object) -> object:
+    """fairseq_cli.train.main, with checkpoint copies made atomic (and, with `trained`,
+    only that parameter set trained: fairseq's optimizer skips frozen parameters).
+
+    Why: fairseq saves a checkpoint once (atomically) and then `PathManager.copy`s it to
+    the other names, checkpoint_last.pt included, with a plain `shutil.copyfile` that
+    truncates and rewrites the file in place at every save. A run killed during that copy
+    leaves a truncated checkpoint_last.pt, and `--resume` cannot continue. Module-level,
+    so fairseq's spawned GPU workers import it and get the same fix.
+    """
+    from fairseq.file_io import PathManager
+    from fairseq.tasks.translation import TranslationTask
+    from fairseq_cli import train as fs_train
+
+    plain_copy = PathManager.__dict__["copy"]
+    plain_build = TranslationTask.__dict__["build_model"]
+    PathManager.copy = staticmethod(atomic_copy)
+    if trained is not None:
+        def build_model(self, *args, **kw):
+            from .trainable import apply
+
+            model = plain_build(self, *args, **kw)
+            apply(model, trained, seed=cfg.common.seed)
+            return model
+
+        TranslationTask.build_model = build_model
+    try:
+        return fs_train.main(cfg, **kwargs)
+    finally:
+        PathManager.copy = plain_copy
+        TranslationTask.build_model = plain_build
+
+
+def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+    """Copy to a temp file beside `dst_path`, then rename: a reader (or a kill) sees the
+    old file or the new one, never half of it. Signature of fairseq's PathManager.copy."""
+    if os.path.exists(dst_path) and not overwrite:
+        return False
+    with open(src_path, "rb") as src, atomic_writer(dst_path, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    return True
+
+
+def validation_loss(bin_dir: str, ckpt: str, *, src_lang: str, tgt_lang: str,
+                    max_tokens: int, device: str, label_smoothing: float) -> float | None:
+    """Label-smoothed validation loss (base 2, fairseq's) of a checkpoint: fairseq-validate."""
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq_cli import validate as fs_validate
+
+    argv = [bin_dir, "--path", ckpt, "--task", "translation", "-s", src_lang, "-t",
+            tgt_lang, "--valid-subset", "valid", "--max-tokens", str(max_tokens),
+            "--required-batch-size-multiple", "1",
+            "--criterion", "label_smoothed_cross_entropy", "--label-smoothing",
+            str(label_smoothing), "--log-format", "simple", "--no-progress-bar",
+            "--skip-invalid-size-inputs-valid-test", "--num-workers", "0"]
+    if device == "cpu":
+        argv.append("--cpu")
+    parser = options.get_validation_parser()
+    args = options.parse_args_and_arch(parser, argv)
+    override = options.parse_args_and_arch(options.get_validation_parser(), argv,
+                                           suppress_defaults=True)
+    handler = _LogCapture(os.devnull)
+    attached = _attach(handler, logging.WARNING)
+    try:
+        fs_validate.main(convert_namespace_to_omegaconf(args), override)
+    finally:
+        _detach(handler, attached)
+        handler.close()
+    return handler.valid[-1]["loss"] if handler.valid else None
+
+
+def worse_than_before(before: float | None, best: float | None) -> bool | None:
+    """True when even the kept (best) checkpoint has a higher validation loss than the
+    model had before fine-tuning; None when either loss was not measured."""
+    if before is None or best is None:
+        return None
+    return best > before
+
+
+def loss_note(result: dict) -> str | None:
+    """The line that says a fine-tuning run made the validation loss worse (else None):
+    the model written to OUT is then worse on the validation set than the one it started
+    from, which a JSON summary alone does not make obvious."""
+    if not result.get("worse_than_before"):
+        return None
+    return (f"note: fine-tuning did not lower the validation loss: the best checkpoint's "
+            f"{result['valid_loss_best']:.3f} is worse than {result['valid_loss_before']:.3f} "
+            f"before fine-tuning (the model in OUT is that best checkpoint; consider a "
+            f"lower --lr, fewer updates, or keeping the base model)")
+
+
+# --------------------------------------------------------------------------- the stage
+@dataclass
+class FineTuneConfig:
+    """fairseq's training method: optimiser, budget, early stopping, what trains.
+
+    Defaults follow Kim et al. (2021) (PAPER_DEFAULTS); dropout and label smoothing are
+    the job's (both methods use them). A budget is required: `max_updates` and/or
+    `max_epochs`. `validate` False trains for the whole budget and keeps the last
+    checkpoint, reading no validation set (`patience` and `measure_before` then do
+    nothing; `validate_every` is refused)."""
+    max_updates: int | None = None
+    max_epochs: int | None = None
+    lr: float = PAPER_DEFAULTS["lr"]
+    weight_decay: float = PAPER_DEFAULTS["weight_decay"]
+    warmup_updates: int = 0
+    max_tokens: int = 4096
+    update_freq: int = 1
+    patience: int = 5
+    validate_every: int | None = None
+    seed: int = 1
+    params: TrainableSet = field(default_factory=TrainableSet)
+    fp16: bool = False
+    keep_checkpoints: bool = False
+    measure_before: bool = True  # the validation loss of the base model, for the record
+    # False: no validation set (the job's valid files None), fairseq's
+    # --disable-validation, the whole budget, the last checkpoint kept, no loss measured
+    validate: bool = True
+
+    def trained(self) -> TrainableSet | None:
+        """What limits training (nmtfrag.train.trainable), or None: fairseq trains everything."""
+        if self.params.kind == "all" and not self.params.freeze_embeddings:
+            return None
+        return self.params
+
+
+@dataclass(frozen=True)
+class RunDirs:
+    """A run's places in OUT: the private work dir (OUT/.work, 0700) and fairseq's
+    checkpoints (OUT/checkpoints), which are what `resume` continues from."""
+    out: str
+
+    @property
+    def layout(self) -> WorkLayout:
+        return WorkLayout(os.path.join(self.out, WORK))
+
+    @property
+    def save_dir(self) -> str:
+        return os.path.join(self.out, CKPT)
+
+    @property
+    def last(self) -> str:
+        return os.path.join(self.save_dir, "checkpoint_last.pt")
+
+    @property
+    def prepared_json(self) -> str:
+        return os.path.join(self.layout.work, "prepared.json")
+
+
+@dataclass
+class TrainingOutcome:
+    """What fairseq's training left: the command line, its validations, the kept
+    (best, or without validation last) checkpoint's state and the counts the manifest
+    reports."""
+    argv: list[str]
+    validations: list[dict]
+    train_seconds: float
+    earlier_train_seconds: float = 0.0  # of the interrupted run a resumed one continues
+    num_updates: int = 0
+    best_checkpoint_updates: int = 0
+    valid_loss_best: float | None = None
+    epochs_completed: int | None = None  # whole passes over the training data (fairseq's)
+
+
+def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
+    """Fine-tune `job.model` on `job.train` with fairseq's trainer; write a model dir to
+    `job.out`.
+
+    Returns the manifest (also written to OUT/manifest.json). Raises InputError for
+    anything the user can fix.
+    """
+    allow_full_checkpoint_load()
+    device = check_request(job, config)
+    sources = TrainingSources.of_job(job)
+    sources.check_files()  # before the model is loaded: they read no text
+    md = training_data.base_model(job)
+    dirs = open_run_dirs(job, md, sources)
+    try:
+        return _prepare_train_keep(job, config, device, sources, md, dirs)
+    except (KeyboardInterrupt, SystemExit) as exc:  # SIGINT, SIGTERM: say what OUT keeps
+        note_interruption(exc, interruption_note(dirs, job.out))
+        raise
+    except Exception as exc:
+        resumable = os.path.isfile(dirs.last)
+        if not (resumable or job.keep_work):  # nothing to resume: the training text
+            for d in (dirs.layout.work, dirs.save_dir):  # and half-saved checkpoints go
+                shutil.rmtree(d, ignore_errors=True)
+        if not is_disk_error(exc):
+            raise
+        assert isinstance(exc, OSError)
+        named = with_path(exc, dirs.out)  # e.g. fairseq's writes name no file
+        if resumable:  # the CLI then keeps OUT and prints this after the error
+            note_interruption(named, f"{job.out} keeps the run's last checkpoint, "
+                                     f"{CKPT}/checkpoint_last.pt, and its prepared data "
+                                     f"in {WORK}/ (the training text): free space and "
+                                     f"continue with --resume, or remove {job.out}")
+        if named is exc:
+            raise
+        raise named from exc
+
+
+def _prepare_train_keep(job: FineTuneJob, config: FineTuneConfig, device: str,
+                        sources: TrainingSources, md: ModelDir, dirs: RunDirs) -> dict:
+    """finetune once OUT is open: prepare the data, train, keep the chosen checkpoint."""
+    if job.threads:
+        import torch
+
+        torch.set_num_threads(job.threads)
+    _setup_console_logging(job.quiet)
+    t0 = time.time()
+    hashes = training_data.input_hashes(md, sources)
+    prep = prepared_data(job, config, dirs, md, sources, hashes)
+    before = loss_before(job, config, dirs, prep, device)
+    outcome = train(job, config, dirs, md, device)
+    keep_best(job, config, dirs, md, outcome)
+    manifest = run_manifest(job, config, md, sources, prep, outcome, before, device)
+    manifest["result"]["wall_seconds_this_run"] = round(time.time() - t0, 1)
+    manifest["inputs_sha256"] = hashes if config.validate else {  # valid: the train files
+        k: v for k, v in hashes.items() if k not in ("valid_src", "valid_tgt")}
+    manifest["tool_versions"] = tool_versions("fairseq-fixed", "torch", "fastbpe",
+                                              "sacremoses")
+    write_json(os.path.join(dirs.out, MANIFEST), manifest)
+    return manifest
+
+
+def check_request(job: FineTuneJob, config: FineTuneConfig) -> str:
+    """Refuse a run without a budget or on a device torch cannot use; the device."""
+    if not (config.max_updates or config.max_epochs):
+        raise InputError("give a training budget: --max-updates and/or --max-epochs")
+    if config.validate and (job.valid_src is None or job.valid_tgt is None):
+        raise InputError("give --valid-src and --valid-tgt, or --no-validation to train "
+                         "for the whole budget without a validation set")
+    if not config.validate:
+        if job.valid_src is not None or job.valid_tgt is not None:
+            raise InputError("--no-validation reads no validation set: leave out "
+                             "--valid-src/--valid-tgt")
+        if config.validate_every:
+            raise InputError("--validate-every with --no-validation: nothing is validated")
+    device = job.device
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise InputError(f"--device {device}: expected cpu or cuda")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError("--device cuda but torch sees no CUDA device")
+    if config.fp16 and device != "cuda":  # fairseq would ignore it on the CPU
+        raise InputError("--fp16 needs --device cuda (mixed precision is a GPU feature)")
+    return device
+
+
+def open_run_dirs(job: FineTuneJob, md: ModelDir, sources: TrainingSources) -> RunDirs:
+    """OUT for this run: checked for a run to resume, or prepared afresh (refusing to
+    drop an interrupted run without `overwrite`)."""
+    dirs = RunDirs(os.path.abspath(job.out))
+    out = dirs.out
+    if job.resume:
+        _check_resumable(dirs)
+        lock_output_dir(out)  # no other run writes into it while this one lives
+        _check_resumable(dirs)  # again under the lock: a run may have finished meanwhile
+        return dirs
+    # prepared (and locked) first: a run still writing into OUT is named as such
+    out = prepare_output_dir(out, job.overwrite, kind=MODEL_KIND, inputs=[
+        md.path, job.train, sources.train.src, sources.train.tgt, sources.valid_src,
+        sources.valid_tgt])
+    dirs = RunDirs(out)
+    if os.path.isdir(dirs.save_dir) and os.listdir(dirs.save_dir) and not job.overwrite \
+            and not os.path.isfile(os.path.join(out, MANIFEST)):
+        raise InputError(f"{out} holds an interrupted run: pass --resume to continue "
+                         f"it or --overwrite to start again")
+    for d in (dirs.layout.work, dirs.save_dir):
+        shutil.rmtree(d, ignore_errors=True)
+    for f in (MANIFEST, "train.log", "model.pt"):
+        if os.path.exists(os.path.join(out, f)):
+            os.unlink(os.path.join(out, f))
+    return dirs
+
+
+def _check_resumable(dirs: RunDirs) -> None:
+    """Refuse --resume of a finished run, or where no interrupted run is."""
+    out = dirs.out
+    if os.path.isfile(os.path.join(out, MANIFEST)):
+        raise InputError(f"{out}: run already finished (manifest.json); nothing to resume")
+    if not (os.path.isfile(dirs.prepared_json) and os.path.isfile(dirs.last)):
+        raise InputError(f"{out}: no interrupted run to resume (needs {WORK}/ and "
+                         f"{CKPT}/checkpoint_last.pt)")
+
+
+def prepared_data(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
+                  sources: TrainingSources, hashes: dict[str, str]) -> dict:
+    """The preparation's record (OUT/.work/prepared.json): made now, or, resuming,
+    the interrupted run's (refused if the inputs changed since)."""
+    if job.resume:
+        prep = read_json(dirs.prepared_json)
+        if prep["inputs_sha256"] != hashes:
+            raise InputError(f"{dirs.out}: --resume with different inputs than the "
+                             f"interrupted run (model, train or valid files changed)")
+        return prep
+    work = dirs.layout.work
+    os.makedirs(work, mode=0o700)
+    os.chmod(work, 0o700)
+    prep = training_data.prepare(md, sources, dirs.layout, seed=config.seed,
+                                 tags=TagPolicy.of_flag(job.tags, data_decides=True)).record()
+    prep["inputs_sha256"] = hashes
+    write_json(dirs.prepared_json, prep)
+    return prep
+
+
+def loss_before(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, prep: dict,
+                device: str) -> float | None:
+    """The base model's validation loss (kept in prepared.json for a resumed run);
+    None without validation (the valid split is then the training data)."""
+    if not config.validate:
+        return None
+    if not config.measure_before or job.resume:
+        return prep.get("valid_loss_before")
+    layout = dirs.layout
+    before = validation_loss(layout.bin_dir, layout.init_checkpoint, src_lang=job.src_lang,
+                             tgt_lang=job.tgt_lang, max_tokens=config.max_tokens,
+                             device=device, label_smoothing=job.label_smoothing)
+    prep["valid_loss_before"] = before
+    write_json(dirs.prepared_json, prep)
+    return before
+
+
+def train(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
+          device: str) -> TrainingOutcome:
+    """fairseq's training from the init checkpoint (or the interrupted run's last),
+    its log in OUT/train.log."""
+    layout = dirs.layout
+    argv = fairseq_train_argv(
+        layout.bin_dir, dirs.save_dir, layout.init_checkpoint,
+        md.arch.get("arch") or "transformer", src_lang=job.src_lang, tgt_lang=job.tgt_lang,
+        lr=config.lr, weight_decay=config.weight_decay, dropout=job.dropout,
+        label_smoothing=job.label_smoothing, max_tokens=config.max_tokens,
+        update_freq=config.update_freq, max_updates=config.max_updates,
+        max_epochs=config.max_epochs, patience=config.patience,
+        validate_every=config.validate_every, warmup_updates=config.warmup_updates,
+        seed=config.seed, device=device, gpus=job.world_size, fp16=config.fp16,
+        log_interval=job.log_interval, resume=job.resume, validate=config.validate)
+    cfg = build_train_cfg(argv, md.arch)
+    os.makedirs(dirs.save_dir, exist_ok=True)
+    earlier = earlier_training_seconds(dirs.last) if job.resume else 0.0
+    handler = _LogCapture(os.path.join(dirs.out, "train.log"))
+    attached = _attach(handler, logging.WARNING if job.quiet else logging.INFO)
+    t_train = time.time()
+    try:
+        run_fairseq_train(cfg, config.trained())
+    except (KeyboardInterrupt, SystemExit) as exc:  # the last save's epoch, from the log
+        note_interruption(exc, interruption_note(dirs, job.out, handler.saved))
+        raise
+    finally:
+        _detach(handler, attached)
+        handler.close()
+    return TrainingOutcome(argv, handler.valid, time.time() - t_train, earlier)
+
+
+def interruption_note(dirs: RunDirs, shown: str, saved: str | None = None) -> str:
+    """What an interrupted run left in OUT (`shown`: OUT as the user gave it) and how to
+    continue it; `saved`: the epoch and updates of fairseq's last save, when known."""
+    if os.path.isfile(dirs.last):
+        at = f" ({saved})" if saved else ""
+        return (f"{shown} keeps the run's last checkpoint{at}, {CKPT}/checkpoint_last.pt; "
+                f"continue with --resume (the same command and options)")
+    return (f"{shown} holds no checkpoint of the run yet (fairseq saves one at the end of "
+            f"each epoch, or every --validate-every updates): run the same command again, "
+            f"without --resume, to start over")
+
+
+def earlier_training_seconds(last: str) -> float:
+    """Training time of the interrupted run up to the checkpoint a resume continues from
+    (fairseq keeps it in the checkpoint's extra state), so a study reports a resumed
+    run's whole cost, not only its last part."""
+    if not os.path.exists(last):
+        return 0.0
+    extra = load_state(last).get("extra_state") or {}
+    return float(extra.get("previous_training_time") or 0.0)
+
+
+def keep_best(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
+              outcome: TrainingOutcome) -> None:
+    """The best checkpoint (LoRA adapters merged) becomes OUT's model — the last one
+    without validation; fairseq's checkpoints and the work dir go unless kept. Fills
+    `outcome`'s counts."""
+    best = os.path.join(dirs.save_dir, "checkpoint_best.pt")
+    chosen = best if config.validate and os.path.isfile(best) else dirs.last
+    if not os.path.isfile(chosen):
+        raise RuntimeError(f"fairseq training wrote no checkpoint in {dirs.save_dir}")
+    state = load_state(chosen)
+    trained = config.trained()
+    if trained is not None and trained.kind == "lora":
+        from .lora import merge_state
+
+        state["model"] = merge_state(state["model"], trained.lora_scaling)
+    last_state = load_state(dirs.last) if chosen != dirs.last else state
+    outcome.num_updates = last_state["optimizer_history"][-1]["num_updates"]
+    outcome.epochs_completed = epochs_completed(last_state)
+    outcome.best_checkpoint_updates = state["optimizer_history"][-1]["num_updates"]
+    best_loss = (last_state.get("extra_state") or {}).get("best") if config.validate \
+        else None
+    if best_loss is not None and hasattr(best_loss, "item"):
+        best_loss = best_loss.item()
+    outcome.valid_loss_best = best_loss
+    del last_state
+    write_finetuned_model(dirs.out, state, dirs.layout, md, job.src_lang, job.tgt_lang)
+    del state
+    if not config.keep_checkpoints:
+        shutil.rmtree(dirs.save_dir, ignore_errors=True)
+    if not job.keep_work:
+        shutil.rmtree(dirs.layout.work, ignore_errors=True)
+
+
+def epochs_completed(state: dict) -> int | None:
+    """Whole passes a fairseq checkpoint had made: its iterator's epoch counts from 1 and
+    moves on at an epoch's end (a checkpoint saved mid-epoch k has made k − 1 too)."""
+    epoch = ((state.get("extra_state") or {}).get("train_iterator") or {}).get("epoch")
+    return None if epoch is None else int(epoch) - 1
+
+
+def run_manifest(job: FineTuneJob, config: FineTuneConfig, md: ModelDir,
+                 sources: TrainingSources, prep: dict, outcome: TrainingOutcome,
+                 before: float | None, device: str) -> dict:
+    """OUT/manifest.json's parameters, architecture, counts and result (the caller adds
+    the wall time, input hashes and tool versions)."""
+    train = job.train
+    trained = config.trained()
+    validate = config.validate
+    counts = prep["counts"] if validate else {  # the valid split is the training data
+        k: v for k, v in prep["counts"].items() if k != "valid"}
+    return {
+        "kind": MODEL_KIND,
+        "model_files": model_files(job.src_lang, job.tgt_lang),
+        "params": {
+            "base_model": public_name(md.path), "checkpoint": os.path.basename(md.checkpoints[0]),
+            "base_ensemble_members": md.ensemble_members,
+            "train": (public_name(train) if isinstance(train, str)
+                      else [public_name(t) for t in train]),
+            "train_kind": sources.train.kind, "train_text_mode": sources.train.mode,
+            "validate": validate,
+            "valid_src": public_name(job.valid_src), "valid_tgt": public_name(job.valid_tgt),
+            "valid_text_mode": sources.valid_mode if validate else None,
+            "src_lang": job.src_lang,
+            "tgt_lang": job.tgt_lang, "lr": config.lr, "lr_scheduler": "fixed",
+            "warmup_updates": config.warmup_updates, "weight_decay": config.weight_decay,
+            "dropout": job.dropout, "label_smoothing": job.label_smoothing,
+            "optimizer": "adam", "adam_betas": PAPER_DEFAULTS["adam_betas"],
+            "max_tokens": config.max_tokens, "update_freq": config.update_freq,
+            "max_updates": config.max_updates, "max_epochs": config.max_epochs,
+            "patience": config.patience if validate else None,
+            "validate_every": config.validate_every,
+            "seed": config.seed,
+            "trained_parameters": (trained.public_record() if trained is not None
+                                   else {"kind": "all"}),
+            "device": device, "gpus": job.world_size if device == "cuda" else 0,
+            "fp16": config.fp16, "release_params": sources.train.release_params,
+        },
+        "architecture": {k: md.arch.get(k) for k in (
+            "arch", "encoder_layers", "decoder_layers", "encoder_embed_dim",
+            "encoder_ffn_embed_dim", "decoder_ffn_embed_dim", "encoder_attention_heads",
+            "share_all_embeddings", "share_decoder_input_output_embed")},
+        "counts": counts,
+        "tags": prep["tags"],
+        "result": {
+            "valid_loss_before": before, "valid_loss_best": outcome.valid_loss_best,
+            "num_updates": outcome.num_updates, "epochs_completed": outcome.epochs_completed,
+            "best_checkpoint_updates": outcome.best_checkpoint_updates,
+            "stopped_early": bool(config.max_updates
+                                  and outcome.num_updates < config.max_updates
+                                  and not config.max_epochs),
+            "resumed": bool(job.resume),
+            "train_seconds_this_run": round(outcome.train_seconds, 1),
+            "train_seconds": round(outcome.earlier_train_seconds + outcome.train_seconds, 1),
+            "wall_seconds_this_run": None,
+            "validations_this_run": outcome.validations,
+            "worse_than_before": worse_than_before(before, outcome.valid_loss_best),
+        },
+        "fairseq_train_argv": outcome.argv,
+    }

@@ -1,0 +1,48 @@
+"""What a fine-tuning run trains on, from which model, and where the result goes.
+
+Why: fine-tuning is one stage with two training methods, fairseq's trainer
+(`nmtfrag.train.finetune.finetune(job, FineTuneConfig)`) and DP-SGD
+(`nmtfrag.dp.engine.dp_finetune(job, DPConfig)`). Both take this same job; each method's
+own settings (optimiser, budget, privacy) are in its config.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass
+class FineTuneJob:
+    """What to fine-tune on what, and where the result goes (no method parameters).
+
+    `train` is a release directory, a file prefix (PREFIX.SRC + PREFIX.TGT) or two files
+    (nmtfrag.train.data.resolve_train). `tags` adds <P>/</P> to the dictionaries; without
+    it fairseq's track adds them when the training data holds them, and the DP track
+    refuses tagged data (its model's shape must not depend on the data). `device` None:
+    cuda if available, else cpu. `world_size`: processes, one per GPU on CUDA (fairseq's
+    distributed launcher, or torch.distributed under DP; gloo processes on CPU under DP
+    only). `save_every` is the DP track's resumable-state interval. `valid_src` and
+    `valid_tgt` are given together or not at all (none: `TrainingSources.of_job`)."""
+    model: str
+    train: str | Sequence[str]
+    out: str
+    # None: no validation set (fairseq's track with FineTuneConfig.validate False only;
+    # DP-SGD needs one)
+    valid_src: str | None = None
+    valid_tgt: str | None = None
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    pretokenized: bool = False
+    checkpoint: str | None = None
+    tags: bool = False
+    dropout: float = 0.2
+    label_smoothing: float = 0.1
+    device: str | None = None
+    threads: int | None = None
+    overwrite: bool = False
+    keep_work: bool = False
+    quiet: bool = False
+    log_interval: int = 50
+    world_size: int = 1      # processes (torch.distributed: gloo on CPU, nccl on GPUs)
+    resume: bool = False     # continue the interrupted run in `out`
+    save_every: int = 10     # DP: save the resumable state every N noisy steps (0: never)
