@@ -1,10 +1,14 @@
-"""Shared test setup: tests/ on sys.path (for `from tinymodel import ...`), one torch
-thread (the CI machine has 2 cores shared by everything), fairseq checkpoint loading
+"""Shared test setup: tests/ and its stage folders on sys.path (for `from tinymodel import
+...`, and for the fixtures test modules share by module name, e.g. `from test_dp_sgd import
+tiny` in tests/train/), one torch thread (the CI machine has 2 cores shared by everything), fairseq checkpoint loading
 allowed under torch >= 2.6, a private user cache ($XDG_CACHE_HOME) for the session."""
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [TESTS] + sorted(os.path.join(TESTS, d) for d in os.listdir(TESTS)
+                                if os.path.isdir(os.path.join(TESTS, d))
+                                and not d.startswith((".", "_")))
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 

@@ -15,5 +15,5 @@ def test_the_study_runs_are_off_the_fast_path(request):
     import os
 
     here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, "test_study_run.py"), encoding="utf-8") as f:
+    with open(os.path.join(here, "study", "test_study_run.py"), encoding="utf-8") as f:
         assert {"model", "subprocess"} <= set(module_markers(f.read()))

@@ -4,7 +4,7 @@ Why: DP-SGD (Abadi et al. 2016) clips each example's gradient, so it needs the
 gradient of every example separately. opacus' GradSampleModule computes them with
 forward/backward hooks on each layer, but on fairseq's Transformer it is wrong or
 crashes without three runtime fixes (checked against a per-example autograd loop,
-tests/test_dp_sgd.py):
+tests/dp/test_dp_sgd.py):
 
 1. `MultiheadAttention.forward` does `q *= self.scaling` in place on the output of the
    hooked `q_proj`; full backward hooks return that output as a view, and the in-place

@@ -149,7 +149,7 @@ CLIP_MARGIN = 1e-6
 # every backward operation and in the batch-wide weight-gradient products, not bounded a
 # priori), so its margin is empirical: with 1e-6, removing one pair moved the sum by
 # 1.0000034 C (benchmarks/dp_sensitivity.py, generic-deen-medium, all-noemb, 8 EMEA
-# pairs); 1e-4 leaves 30× that, checked by tests/test_dp_clip_bound.py and that benchmark.
+# pairs); 1e-4 leaves 30× that, checked by tests/dp/test_dp_clip_bound.py and that benchmark.
 GHOST_CLIP_MARGIN = 1e-4
 
 # float64 temporaries of per-example gradients are made this many elements at a time
@@ -350,7 +350,7 @@ class DPSGD:
     def take_clipped_sum(self) -> list[torch.Tensor]:
         """The clipped sum accumulated since the last step (float64 copies; open units
         closed), then reset without a step: the quantity noise is added to, whose change
-        when one unit is removed tests/test_dp_clip_bound.py and
+        when one unit is removed tests/dp/test_dp_clip_bound.py and
         benchmarks/dp_sensitivity.py measure."""
         self.close_units()
         out = [s.clone() for s in self.summed]

@@ -6,7 +6,7 @@ A table of bad invocations across every command, run as a user runs them
 validation, before any model loads, so the whole table takes seconds.
 
 Print the table for a report (command, input, exit, message):
-    PYTHONPATH=. python3 tests/test_cli_errors.py --table
+    PYTHONPATH=. python3 tests/cli/test_cli_errors.py --table
 """
 import os
 import resource
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from test_output_guard import tree as snapshot  # noqa: E402 (every file's SHA-256)
 from tinymodel import make_corpus, write_parallel  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclass
@@ -160,7 +160,7 @@ CASES = [
     Case("stats-nul-with-out", "stats --src {d}/nul.de --tgt {d}/good.en --out {d}/OUT",
          "nul.de line 2"),
     Case("stats-tgt-missing", "stats --src {d}/good.de", "--tgt", out=None),
-    # study (its config's own errors: tests/test_study_config.py)
+    # study (its config's own errors: tests/study/test_study_config.py)
     Case("study-config-missing", "study run {d}/nostudy.toml --out {d}/OUT", "nostudy.toml"),
     Case("study-status-no-config", "study status --out {d}/OUT", "CONFIG", out=None),
     # opus2tsv
@@ -513,7 +513,7 @@ if __name__ == "__main__":
     import tempfile
 
     if sys.argv[1:] != ["--table"]:
-        sys.exit("usage: python3 tests/test_cli_errors.py --table")
+        sys.exit("usage: python3 tests/cli/test_cli_errors.py --table")
     with tempfile.TemporaryDirectory() as tmp:
         print(markdown_table(make_workspace(os.path.join(tmp, "ws"))))
 

@@ -14,7 +14,7 @@ from nmtfrag.study.config import read_config
 from nmtfrag.study.plan import FINETUNE, Planner
 from nmtfrag.study.record import differences
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 GOOD = """
 title = "t"

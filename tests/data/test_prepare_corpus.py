@@ -14,7 +14,7 @@ from nmtfrag.errors import InputError
 from nmtfrag.data.opus import (FileRef, MissingDownload, find_moses_download,
                           moses_ids_pairs, read_recipe, tmx_pairs, xces_pairs)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "prepare_corpus.sh")
 
 

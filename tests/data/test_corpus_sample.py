@@ -49,7 +49,7 @@ def test_impossible_size_is_refused(corpus, n):
     with pytest.raises(InputError, match="cannot sample"):
         sample_corpus(str(corpus / "train.de"), str(corpus / "train.en"), n,
                       str(corpus / "s"))
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
                           "sample_corpus.py")
     proc = subprocess.run([sys.executable, script, "--src",
                            str(corpus / "train.de"), "--tgt", str(corpus / "train.en"),

@@ -17,7 +17,7 @@ from nmtfrag.fragment import dp_release as phrase_release
 from nmtfrag.fragment.dp_release import DPReleaseParams
 from nmtfrag.fragment.phrases import extract_phrase_pairs
 
-DEMO = os.path.join(os.path.dirname(__file__), "..", "corpora", "demo")
+DEMO = os.path.join(os.path.dirname(__file__), "..", "..", "corpora", "demo")
 
 
 def test_sigma_threshold_and_epsilon_against_independent_computations():

@@ -6,7 +6,7 @@ import sys
 
 from nmtfrag.train import toymodel
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 DEMO = os.path.join(ROOT, "corpora", "demo")
 
 

@@ -168,7 +168,7 @@ def test_adapter_initialisation_does_not_depend_on_the_hash_seed():
     import os
     import subprocess
     import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     digests = {subprocess.run(
         [sys.executable, "-c", _INIT_DIGEST], capture_output=True, text=True, check=True,
         env=dict(os.environ, PYTHONHASHSEED=str(seed), PYTHONPATH=root)).stdout

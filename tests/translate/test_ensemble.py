@@ -1,6 +1,6 @@
 """Ensemble decoding: a model dir with model1.pt … model4.pt decodes with all members,
 line for line as fairseq's own `fairseq-generate --path m1:m2:m3:m4` does; fine-tuning
-says which member it adapts; CTranslate2 refuses an ensemble (tests/test_ct2_engine.py)."""
+says which member it adapts; CTranslate2 refuses an ensemble (tests/translate/test_ct2_engine.py)."""
 import json
 import os
 import shutil

@@ -21,7 +21,7 @@ from nmtfrag.fileio import LOCK_NAME, lock_output_dir, prepare_output_dir, \
     release_output_locks
 from test_output_guard import tree
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
 
 # `nmtfrag stats ...` that stops after preparing OUT; with FORK set, it first forks a

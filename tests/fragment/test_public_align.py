@@ -21,7 +21,7 @@ from nmtfrag.fragment.extract import phrase_pairs
 from nmtfrag.fragment.public_align import DESCRIPTION, PublicAligner, learn_model
 from nmtfrag.data.tokenize import to_tokens
 
-DEMO = os.path.join(os.path.dirname(__file__), "..", "corpora", "demo")
+DEMO = os.path.join(os.path.dirname(__file__), "..", "..", "corpora", "demo")
 # 55 made-up nouns and their "translations" (different strings: no identical-token bonus)
 DE = [f"{c}{v}n" for c in "bdfgklmprst" for v in "aeiou"]
 EN = [f"{c}{v}x" for c in "bdfgklmprst" for v in "aeiou"]

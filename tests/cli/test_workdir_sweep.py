@@ -11,7 +11,7 @@ import pytest
 
 from nmtfrag import fileio, cli
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MESSAGE = "left by runs that were killed"
 
 # A Python caller that opens a private work dir, puts a tiny file in it, says where it

@@ -20,13 +20,13 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from test_output_guard import tree as snapshot  # noqa: E402 (every file's SHA-256)
 from tinymodel import make_corpus, make_tiny_model_dir, write_parallel  # noqa: E402
 
 from nmtfrag.cli import main  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LINE = re.compile(r"^error: (/\S+): File too large$")
 
 
