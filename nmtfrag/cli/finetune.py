@@ -77,7 +77,8 @@ def _add_input_output(io: opt.OptionGroup) -> None:
     io.add_argument("--resume", action="store_true",
                     help="continue an interrupted run in --out from its last checkpoint "
                          "(with --dp: from its last saved state, see --dp-save-every; the "
-                         "same settings are required)")
+                         "same settings are required); where the run saved nothing yet, "
+                         "start it from the beginning, and say so")
     opt.add_keep_work(io, "keep OUT/.work (subword text and binaries of the training data)")
     io.add_argument("--keep-checkpoints", action="store_true",
                     help="keep OUT/checkpoints (with optimizer state)")
@@ -164,8 +165,38 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
 
 
+def start_if_nothing_saved(args: argparse.Namespace) -> bool:
+    """`--resume` where the run saved nothing yet (it stopped before its first checkpoint
+    or DP state, or never began): start it from the beginning and say so, instead of
+    refusing. Only over such leftovers: a finished run, or an OUT holding anything else,
+    is still the run's own refusal. Returns whether it did."""
+    import os
+    import sys
+
+    from ..dp.resume import state_path
+    from ..fileio import MANIFEST, OWNER_DIR
+    from ..train.finetune import CKPT, WORK
+
+    out = args.out
+    if not getattr(args, "resume", False) or not out:
+        return False
+    if os.path.isdir(out):
+        if os.path.isfile(os.path.join(out, MANIFEST)) or \
+                os.path.isfile(os.path.join(out, CKPT, "checkpoint_last.pt")) or \
+                os.path.isfile(state_path(out)):
+            return False  # finished (refused), or a saved state to resume
+        if set(os.listdir(out)) - {".nmtfrag.lock", WORK, CKPT, OWNER_DIR, "train.log"}:
+            return False  # not only a run's leftovers: the run refuses, naming OUT
+    print(f"nmtfrag finetune: --resume: {out} holds no saved state (the run stopped "
+          f"before its first save, or never began): starting it from the beginning",
+          file=sys.stderr)
+    args.resume, args.overwrite = False, os.path.isdir(out)
+    return True
+
+
 def _run(args):
     """Build the job and the chosen method's config from the options, and call it."""
+    start_if_nothing_saved(args)
     dp = getattr(args, "dp", False)
     if dp:
         dp_cli.check_compatible(args)

@@ -260,6 +260,41 @@ def test_a_run_stopped_before_training_says_there_is_nothing_to_resume(tiny_dir,
     assert (tmp_path / "cut" / "manifest.json").is_file()
 
 
+def test_resume_with_nothing_saved_starts_the_run_and_says_so(tiny_dir, tmp_path,
+                                                               monkeypatch, capsys):
+    """`finetune --dp --resume` into an OUT whose run stopped before its first save (or
+    never began) starts it and says so (issue 31, item 6), reaching the planned ε; a
+    finished run, or an OUT holding something else, is still refused."""
+    from nmtfrag.cli import main
+    from nmtfrag.dp import engine
+    from test_dp_sgd import _argv
+
+    root, base = tiny_dir
+
+    def ctrl_c(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(engine, "set_up_model", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        dp_finetune(_job(root, base, tmp_path / "cut"), _config())
+    monkeypatch.undo()
+    assert not os.path.exists(resume.state_path(str(tmp_path / "cut")))  # nothing saved
+    argv = _argv(root, base, tmp_path / "cut", "--target-epsilon", "2", "--delta", "1e-3",
+                 "--sample-rate", "0.25", "--physical-batch", "8", "--dp-steps", "2",
+                 "--resume")
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "holds no saved state" in capsys.readouterr().err
+    priv = json.loads((tmp_path / "cut" / "privacy.json").read_text())
+    assert priv["training"]["epsilon"] <= 2.0 and priv["training"]["epsilon"] > 1.9
+    assert main(argv) == 2  # finished: nothing to resume
+    assert "finished" in capsys.readouterr().err
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine\n")
+    assert main(_argv(root, base, other, "--dp-steps", "2", "--resume")) == 2
+    assert (other / "notes.txt").read_text() == "mine\n"  # never removed
+
+
 # --- a resumed run keeps the σ it planned and the accountant that set it (item 8) ------
 
 def _calibrated(**kw):
