@@ -88,7 +88,7 @@ def digest_dir(root):
 
 
 def _nmtfrag(*args):
-    cmd = [sys.executable, "-m", "nmtfrag.cli", *map(str, args)]
+    cmd = [sys.executable, "-m", "nmtfrag", *map(str, args)]
     r = subprocess.run(cmd, capture_output=True, text=True,
                        env=dict(os.environ, OMP_NUM_THREADS="1"))
     if r.returncode != 0:
