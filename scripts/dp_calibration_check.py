@@ -7,7 +7,7 @@ usage: python3 scripts/dp_calibration_check.py [--epsilon 8] [--delta 1e-5]
 The plan is `finetune --dp --epsilon E --delta D` with nothing else given: the default
 recipe's public rate q (nmtfrag.dp.recipe) for its expected passes (ceil(E/q) steps), the
 DP unit count [s, 1, 1] composed in front (RDP composition: rates fixed in advance).
-σ comes from nmtfrag.dp.engine.plan_noise, as a run plans it; dp-accounting composes a
+σ comes from nmtfrag.dp.planning.plan_noise, as a run plans it; dp-accounting composes a
 Gaussian of std s with the Poisson-subsampled Gaussian steps (its RDP and PLD
 accountants), independently of opacus.
 """
@@ -46,14 +46,16 @@ def main() -> int:
 
     logging.getLogger("absl").setLevel(logging.ERROR)  # dp-accounting's skipped orders
     from nmtfrag.dp import accounting, unit_count
-    from nmtfrag.dp.engine import DPConfig, plan_noise
+    from nmtfrag.dp.engine import DPConfig
+    from nmtfrag.dp.planning import plan_noise
 
     count = unit_count.count_segment()
     print(f"plan: the default recipe at ε {args.epsilon:g}, δ {args.delta:g}; "
           f"count segment {list(count)} composed in front")
     for label, acc in (("before (rdp)", "rdp"), ("after (prv) ", "prv")):
         config = DPConfig(delta=args.delta, target_epsilon=args.epsilon, accountant=acc)
-        sigma, _, steps, rate_segs, _ = plan_noise(config, 10_000, fixed=[count])
+        plan = plan_noise(config, 10_000, fixed=[count])
+        sigma, steps, rate_segs = plan.sigma, plan.steps, plan.rate_segments
         (q, _), = rate_segs
         hist = [count] + accounting.rates_history(sigma, rate_segs)
         ours = {name: accounting.epsilon(hist, args.delta, name)

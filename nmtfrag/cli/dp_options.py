@@ -19,7 +19,7 @@ from ..dp import recipe
 from ..dp.accounting import DEFAULT_ACCOUNTANT
 
 if TYPE_CHECKING:
-    from ..dp.engine import DPConfig
+    from ..dp.config import DPConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -224,7 +224,7 @@ def world_size(args: argparse.Namespace) -> int:
 def config_from_args(args: argparse.Namespace) -> DPConfig:
     """The DPConfig of `nmtfrag finetune --dp` (the job is the command's: both methods
     take the same FineTuneJob)."""
-    from ..dp.engine import DPConfig
+    from ..dp.config import DPConfig
 
     return DPConfig(
         delta=args.delta, target_epsilon=args.target_epsilon,

@@ -67,7 +67,7 @@ def identity_path(out: str) -> str:
 
 class RunSettings(Protocol):
     """What `run_identity` reads of a training method's settings (a dataclass such as
-    nmtfrag.dp.engine.DPConfig, which imports this module: named here as a protocol)."""
+    nmtfrag.dp.config.DPConfig: named here as a protocol, any such dataclass will do)."""
 
     __dataclass_fields__: ClassVar[dict[str, Any]]
     params: TrainableSet

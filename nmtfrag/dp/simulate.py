@@ -16,6 +16,7 @@ gradient, like the full-size control, at the simulation's cost.
 """
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any, Protocol
 
 from ..errors import InputError
@@ -26,13 +27,27 @@ PlanSegment = tuple[int, "float | None"]
 
 
 class PlannedRun(Protocol):
-    """What this module reads of a run's settings (nmtfrag.dp.engine.DPConfig, which
+    """What this module reads of a run's settings (nmtfrag.dp.config.DPConfig, which
     imports this module: a protocol keeps the two apart)."""
     simulate_batch: int | None
     control: bool
     batch_schedule: str | None
     delta: float
     accountant: str
+
+
+class RunMode(str, Enum):
+    """Whether a run is private, a simulation of a planned private run, or a noise-free
+    control (the last two are not private: no certificate). A str, so records and
+    comparisons read 'private', 'simulation' or 'control' as before."""
+    PRIVATE = "private"
+    SIMULATION = "simulation"
+    CONTROL = "control"
+
+    @property
+    def private(self) -> bool:
+        return self is RunMode.PRIVATE
+
 
 NOT_PRIVATE = {"simulation": "simulation: not private",
                "control": "noise-free control: not private"}
@@ -70,11 +85,11 @@ def check(config: PlannedRun) -> None:
                              f"{config.simulate_batch}")
 
 
-def mode(config: PlannedRun) -> str:
-    """'private', 'simulation' or 'control'."""
+def mode(config: PlannedRun) -> RunMode:
+    """Private, simulation or control (DPConfig.mode)."""
     if config.control:  # with --dp-simulate-batch too: a control on smaller batches
-        return "control"
-    return "simulation" if config.simulate_batch is not None else "private"
+        return RunMode.CONTROL
+    return RunMode.SIMULATION if config.simulate_batch is not None else RunMode.PRIVATE
 
 
 def training_noise(config: PlannedRun, sigma: float, segments: list[PlanSegment],
@@ -83,17 +98,17 @@ def training_noise(config: PlannedRun, sigma: float, segments: list[PlanSegment]
     itself when private, σ·B_SIM/B on batches of B_SIM for a simulation, σ = 0 for a
     control."""
     m = mode(config)
-    if m == "private":
+    if m.private:
         return sigma, segments
     if config.simulate_batch is None:  # a control at the planned batch size
         return 0.0, segments
     b = segments[0][1]
-    assert b is not None  # the planned expected batch (B, or q·ñ: engine.plan_run)
+    assert b is not None  # the planned expected batch (B, or q·ñ: planning.plan_run)
     if config.simulate_batch > n:
         raise InputError(f"--dp-simulate-batch {config.simulate_batch} exceeds the {n} "
                          "training units")
     small: list[PlanSegment] = [(0, config.simulate_batch)]
-    return (0.0, small) if m == "control" else (sigma * config.simulate_batch / b, small)
+    return (0.0, small) if m is RunMode.CONTROL else (sigma * config.simulate_batch / b, small)
 
 
 def record(config: PlannedRun, sigma: float, segments: list[PlanSegment], steps: int,
@@ -102,8 +117,9 @@ def record(config: PlannedRun, sigma: float, segments: list[PlanSegment], steps:
     m = mode(config)
     b = segments[0][1]
     b = round(b) if isinstance(b, float) else b  # q·ñ of a fixed-rate plan, expected
-    why = "simulated control" if m == "control" and config.simulate_batch else m
-    rec = {"mode": m, "not_private": NOT_PRIVATE[m],
+    why = ("simulated control" if m is RunMode.CONTROL and config.simulate_batch
+           else m.value)
+    rec = {"mode": m.value, "not_private": NOT_PRIVATE[m.value],
            "why": WHY[why].format(b=b, b_sim=config.simulate_batch, sigma_sim=train_sigma),
            "planned": {"noise_multiplier": sigma, "logical_batch": b,
                        "batch_schedule": config.batch_schedule, "steps": steps,

@@ -174,15 +174,16 @@ def _google_plan(sigma, kind, count=(100.0, 1.0, 1), q=0.1, steps=100, delta=1e-
 
 def _default_plan_sigma(accountant):
     from nmtfrag.dp import unit_count
-    from nmtfrag.dp.engine import DPConfig, plan_noise
+    from nmtfrag.dp.engine import DPConfig
+    from nmtfrag.dp.planning import plan_noise
     from nmtfrag.dp.recipe import DEFAULT
 
     config = DPConfig(delta=1e-5, target_epsilon=8.0, accountant=accountant)
     assert (config.sample_rate, config.epochs) == (DEFAULT.sample_rate, DEFAULT.epochs)
-    sigma, _, steps, rate_segs, comp = plan_noise(config, 10_000,
-                                                  fixed=[unit_count.count_segment()])
-    assert steps == 100 and rate_segs == [(0.1, 100)] and comp["kind"] == "rdp"
-    return sigma
+    plan = plan_noise(config, 10_000, fixed=[unit_count.count_segment()])
+    assert plan.steps == 100 and plan.rate_segments == [(0.1, 100)]
+    assert plan.composition["kind"] == "rdp"
+    return plan.sigma
 
 
 def test_default_plan_is_calibrated_with_prv_and_holds_under_dp_accounting():

@@ -15,7 +15,8 @@ from scipy.stats import norm
 
 from nmtfrag.cli import main
 from nmtfrag.dp import accounting, unit_count
-from nmtfrag.dp.engine import DPConfig, plan_noise
+from nmtfrag.dp.engine import DPConfig
+from nmtfrag.dp.planning import plan_noise
 
 N_PAIRS = 150
 DELTA = 1e-3
@@ -145,7 +146,9 @@ def test_training_budget_holds_for_the_chosen_accountant_whatever_the_count(acco
     config = DPConfig(delta=1e-5, target_epsilon=1.0, logical_batch=32, epochs=2,
                       accountant=accountant)
     config.check()
-    sigma, _, steps, rate_segs, comp = plan_noise(config, n_hat)
+    plan = plan_noise(config, n_hat)
+    sigma, steps, rate_segs, comp = (plan.sigma, plan.steps, plan.rate_segments,
+                                     plan.composition)
     eps_count = accounting.analytic_gaussian_epsilon(unit_count.COUNT_NOISE, 1e-6)
     assert comp["epsilon_train_bound"] == pytest.approx(1.0 - eps_count)
     assert steps == math.ceil(2 * n_hat / 32)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nmtfrag.dp import sgd
-from nmtfrag.dp.engine import leave_process_group
+from nmtfrag.dp.workers import leave_process_group
 from test_dp_sgd import tiny, tiny_dir  # noqa: F401 (fixtures)
 
 STEPS, RATE = 3, 0.5

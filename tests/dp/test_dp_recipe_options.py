@@ -213,7 +213,7 @@ def test_options_left_out_take_the_default_recipe(tiny_dir, capsys):
     fine-tuning without --dp still trains every parameter."""
     from nmtfrag.cli import main
     from nmtfrag.dp import recipe
-    from nmtfrag.dp.engine import total_steps
+    from nmtfrag.dp.planning import total_steps
 
     config = DPConfig(delta=1e-5, target_epsilon=8)
     assert (config.sample_rate, config.epochs, config.lr, config.params.kind) == (

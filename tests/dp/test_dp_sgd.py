@@ -341,15 +341,15 @@ def test_dp_device_choice_and_process_count():
 
     import torch
 
-    from nmtfrag.dp import engine
+    from nmtfrag.dp import workers
 
     from nmtfrag.cli import dp_options as cli_args
     from nmtfrag.errors import InputError
 
-    assert engine.dp_device("cpu") == torch.device("cpu")
+    assert workers.dp_device("cpu") == torch.device("cpu")
     if not torch.cuda.is_available():
         with pytest.raises(InputError, match="no CUDA device"):
-            engine.dp_device("cuda")
+            workers.dp_device("cuda")
     args = argparse.Namespace(update_freq=1, fp16=False, resume=False, gpus=4,
                               world_size=2, device="cuda")
     with pytest.raises(InputError, match="disagree"):

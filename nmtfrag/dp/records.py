@@ -1,0 +1,205 @@
+"""What a DP run records: what the base model already spent (`PriorPrivacy`), the
+certificate (privacy.json), the shared manifest (public parameters, never n), the
+owner's record (OUT/owner/manifest.json: paths, exact counts, n, the seed) and the
+summary the CLI prints.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from ..fileio import MANIFEST, OWNER_DIR, read_json, tool_versions
+from ..model_dir import ModelDir
+from ..randomness import Seed
+from ..train import data as training_data
+from ..train.data import MODEL_KIND, TrainingSources, model_files
+from ..train.job import FineTuneJob
+from . import accounting, simulate
+from .config import DPConfig
+from .planning import NoisePlan
+from .workers import ModelSetup, RunRecord
+
+
+def base_model_privacy(model_dir: str) -> tuple[dict | None, list[dict], dict]:
+    """What a base model already spent: (vocabulary entry, earlier DP trainings, note).
+
+    Fine-tuning a DP model again on the owner's data composes with its earlier ε; a base
+    fine-tuned without DP is outside any certificate, so it gets a warning."""
+    cert_path = os.path.join(model_dir, "privacy.json")
+    cert = read_json(cert_path) if os.path.isfile(cert_path) else {}
+    earlier = list(cert.get("earlier_training") or [])
+    if cert.get("training"):
+        earlier.append(cert["training"])
+    note: dict[str, int | str] = {"dp_trainings": len(earlier)}
+    man_path = os.path.join(model_dir, MANIFEST)
+    man = read_json(man_path) if os.path.isfile(man_path) else {}
+    if man.get("kind") == "nmtfrag-finetuned-model" and not man.get("dp"):
+        note["warning"] = ("the base model was fine-tuned WITHOUT differential privacy: "
+                           "if its training data was confidential, this certificate does "
+                           "not cover it")
+    elif cert.get("base_model", {}).get("warning"):
+        note["warning"] = cert["base_model"]["warning"]
+    return cert.get("vocabulary"), earlier, note
+
+
+@dataclass
+class PriorPrivacy:
+    """What the base model already spent (base_model_privacy)."""
+    vocabulary: dict | None
+    earlier: list[dict]
+    note: dict
+
+    @classmethod
+    def of_base_model(cls, model_dir: str, config: DPConfig) -> PriorPrivacy:
+        """Read it, refuse it when its unit does not compose with this run's, and warn
+        about a base fine-tuned without DP."""
+        vocabulary, earlier, note = base_model_privacy(model_dir)
+        accounting.check_composable(config.unit_key, vocabulary, earlier)
+        if note.get("warning"):
+            print(f"warning: {note['warning']}", file=sys.stderr)
+        return cls(vocabulary, earlier, note)
+
+
+def unit_text(config: DPConfig) -> str:
+    """The certificate's wording of the unit."""
+    if config.unit == "document":
+        return ("one document (all its sentence pairs together; the documents file "
+                "says which pair belongs to which)")
+    if config.dedup:
+        return "one distinct training sentence pair (duplicates removed with --dedup)"
+    return ("one training sentence pair (a pair repeated k times in the data is "
+            "protected only as a group of k: use --dedup)")
+
+
+def certificate(config: DPConfig, job: FineTuneJob, plan: NoisePlan, setup: ModelSetup,
+                history: list, seed: Seed,
+                prior: PriorPrivacy) -> tuple[dict, dict, dict]:
+    """privacy.json's content: the training's (ε, δ) from its history (the count's
+    segment first), composed with the vocabulary and earlier trainings. Returns
+    (privacy, training entry, total)."""
+    from . import clipping as clipping_choice
+
+    if not config.mode.private:  # ε of the planned run, for the record
+        history = accounting.rates_history(plan.sigma, plan.rate_segments)
+    history = [plan.count_segment] + [tuple(h) for h in history]
+    training: dict[str, Any] = {"mechanism": "DP-SGD, Poisson-subsampled Gaussian, add/remove one unit",
+                "neighbouring": "add/remove one unit; the number of units is not shipped",
+                "unit": unit_text(config), "privacy_unit": config.unit,
+                "unit_key": config.unit_key,
+                "trained_parameters": dict(config.params.public_record(),
+                                           count=setup.n_trainable),
+                "clipping": clipping_choice.CLIPPING_TEXT[setup.clipping],
+                "clip_mode": clipping_choice.CLIP_MODE_TEXT[config.clip_mode],
+                "processes": job.world_size,
+                "accountant": config.accountant,
+                "delta": config.delta, "noise_multiplier": plan.sigma,
+                "max_grad_norm": config.max_grad_norm, "steps": plan.steps,
+                "sample_rate": config.sample_rate,
+                "unit_count": {
+                    "mechanism": "ñ = n + N(0, s²), sensitivity 1: the history's first "
+                                 "segment [s, 1.0, 1]; " + config.rate.count_mechanism(),
+                    "noise_std": plan.count_segment[0], "planning_count": plan.n_plan},
+                "composition": plan.composition,
+                "history": [list(h) for h in history],
+                "target_epsilon": config.target_epsilon,
+                "calibration": accounting.calibration_record(config.accountant,
+                                                             config.target_epsilon),
+                "randomness": seed.public_record()}
+    eps, eps_all, parts = accounting.certify_training(training)
+    training.update(epsilon=eps, epsilon_all_accountants=eps_all)
+    training["composition"]["parts"] = parts
+    total = accounting.compose_certificate(training, prior.vocabulary, prior.earlier,
+                                           training_eps=training["epsilon"])
+    privacy = {"training": training,
+               "vocabulary": prior.vocabulary or accounting.NO_VOCABULARY,
+               "earlier_training": prior.earlier, "base_model": prior.note, "total": total}
+    return privacy, training, total
+
+
+def public_manifest(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSetup,
+                    seed: Seed, privacy: dict | None, not_private: dict | None) -> dict:
+    """OUT/manifest.json: public parameters and the certificate (never n)."""
+    params = {
+        "src_lang": job.src_lang, "tgt_lang": job.tgt_lang, "lr": config.lr,
+        "optimizer": "adamw", "dp_weight_decay": config.weight_decay,
+        "dropout": job.dropout, "label_smoothing": job.label_smoothing,
+        "logical_batch": config.logical_batch, "batch_schedule": config.batch_schedule,
+        "sample_rate": config.sample_rate,
+        "physical_batch": setup.physical_batch,
+        "physical_max_tokens": config.physical_max_tokens,
+        "max_grad_norm": config.max_grad_norm,
+        "noise_multiplier": plan.sigma, "target_epsilon": config.target_epsilon,
+        "delta": config.delta, "steps": plan.steps, "accountant": config.accountant,
+        "trained_parameters": config.params.public_record(),
+        "privacy_unit": config.unit, "tags": bool(job.tags), "dedup": config.dedup,
+        "trainable_parameters": setup.n_trainable, "dp_clip_mode": config.clip_mode,
+        "dp_loss": config.loss, "dp_warmup_steps": config.warmup_steps}
+    return {
+        "kind": MODEL_KIND, "dp": not not_private,
+        **({"not_private": not_private} if not_private else {}),
+        "model_files": model_files(job.src_lang, job.tgt_lang),
+        "shareable": ("nothing: " + not_private["not_private"] + " (trained on the "
+                      "private data with no guarantee); keep all of it with the owner"
+                      if not_private else "every file here except owner/"),
+        "owner_only": [f"{OWNER_DIR}/{MANIFEST}", f"{OWNER_DIR}/train.log"],
+        "params": params, "privacy": privacy,
+        "randomness": simulate.public_randomness(seed, not_private)}
+
+
+def owner_record(job: FineTuneJob, config: DPConfig, md: ModelDir, sources: TrainingSources,
+                 seed: Seed, not_private: dict | None, prep: dict, plan: NoisePlan,
+                 run: RunRecord, hashes: dict[str, str]) -> dict:
+    """OUT/owner/manifest.json (never shared): paths, exact counts and n, the seed,
+    validation losses and training statistics."""
+    records = run.records
+    steps = max(1, len(records))
+    snrs = [r["snr"] for r in records]
+    train = training_data.train_argument(job.train)
+    return {
+        "kind": "nmtfrag-finetuned-model-owner-record",
+        "params": {"base_model": md.path,
+                   "train": train if isinstance(train, str) else list(train),
+                   "train_text_mode": sources.train.mode,
+                   "valid_src": (os.path.abspath(sources.valid_src)
+                                 if job.valid_src is not None else None),
+                   "valid_tgt": (os.path.abspath(sources.valid_tgt)
+                                 if job.valid_tgt is not None else None),
+                   "documents": (os.path.abspath(config.documents)
+                                 if config.documents else None)},
+        "randomness": seed.owner_record(),
+        "not_private": not_private,
+        "counts": prep["counts"], "tags": prep["tags"],
+        "units": {"n": plan.n, "unit": config.unit, "noisy_count": plan.n_hat,
+                  "note": "exact n: owner-only (what ships gives ñ at most)"},
+        "result": {"valid_loss_before": run.before, "valid_loss_after": run.after,
+                   "valid_loss_unit": "label-smoothed loss per target token, base 2",
+                   "mean_units_per_step": sum(r["units"] for r in records) / steps,
+                   "mean_examples_per_step": sum(r["examples"] for r in records) / steps,
+                   "empty_steps": sum(1 for r in records if r["examples"] == 0),
+                   "clipped_share_mean": sum(r["clipped_share"] for r in records) / steps,
+                   "snr_first": snrs[0] if snrs else None,
+                   "snr_last": snrs[-1] if snrs else None,
+                   "train_seconds": round(run.train_seconds, 1),
+                   "wall_seconds": round(run.wall_seconds, 1)},
+        "inputs_sha256": hashes,
+        "tool_versions": tool_versions("fairseq-fixed", "torch", "opacus", "fastbpe",
+                                       "sacremoses"),
+    }
+
+
+def run_summary(out: str, config: DPConfig, plan: NoisePlan, training: dict, total: dict,
+                run: RunRecord, not_private: dict | None) -> dict:
+    """What the CLI prints: the certificate's ε (None when the run is not private)."""
+    summary = {"out": out, "num_updates": plan.steps, "noise_multiplier": plan.sigma,
+               "epsilon": training["epsilon"], "delta": config.delta,
+               "accountant": config.accountant,
+               "epsilon_total": total["epsilon"], "valid_loss_before": run.before,
+               "valid_loss_after": run.after}
+    if not_private:  # the planned run's ε is no ε of this one
+        summary.update(epsilon=None, epsilon_total=None,
+                       not_private=not_private["not_private"],
+                       epsilon_if_private=training["epsilon"],
+                       trained_noise_multiplier=plan.train_sigma)
+    return summary
