@@ -233,7 +233,7 @@ def config_from_args(args: argparse.Namespace) -> DPConfig:
         sample_rate=args.sample_rate,
         physical_batch=args.physical_batch, physical_max_tokens=args.max_tokens,
         steps=args.dp_steps or getattr(args, "max_updates", None),
-        epochs=getattr(args, "max_epoch", None), accountant=args.accountant or DEFAULT_ACCOUNTANT,
+        epochs=getattr(args, "max_epochs", None), accountant=args.accountant or DEFAULT_ACCOUNTANT,
         accountant_given=args.accountant is not None,
         **({"lr": args.dp_lr} if args.dp_lr else {}),  # else DPConfig's: the recipe's
         weight_decay=args.dp_weight_decay,

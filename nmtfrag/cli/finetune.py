@@ -105,7 +105,7 @@ def _add_training(tr: opt.OptionGroup) -> None:
     tr.add_argument("--max-updates", "--max-update", dest="max_updates", type=ct.positive_int,
                     default=None, metavar="N", help="stop after N updates"
                     + opt.also_spelled("--max-update", "fairseq's spelling"))
-    tr.add_argument("--max-epochs", "--max-epoch", dest="max_epoch", type=ct.positive_int,
+    tr.add_argument("--max-epochs", "--max-epoch", dest="max_epochs", type=ct.positive_int,
                     default=None, metavar="N",
                     help="stop after N epochs (with --dp: N expected passes, default 10)"
                     + opt.also_spelled("--max-epoch", "fairseq's spelling"))
@@ -262,7 +262,7 @@ def config_from_args(args: argparse.Namespace) -> FineTuneConfig:
     given = {k: v for k, v in (("lr", args.lr), ("weight_decay", args.weight_decay),
                                ("patience", args.patience)) if v is not None}
     return FineTuneConfig(  # options left out take FineTuneConfig's (the paper's) defaults
-        max_updates=args.max_updates, max_epochs=args.max_epoch,
+        max_updates=args.max_updates, max_epochs=args.max_epochs,
         warmup_updates=args.warmup_updates, max_tokens=args.max_tokens,
         update_freq=args.update_freq, validate_every=args.validate_every,
         seed=1 if args.seed is None else args.seed, params=dp_cli.trainable_set(args),
