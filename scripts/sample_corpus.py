@@ -5,7 +5,12 @@
   python3 scripts/sample_corpus.py --src train.de --tgt train.en --lines 3000 --out sample/
 """
 import argparse
+import os
 import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # run from a checkout: this one's nmtfrag, installed or not
+    sys.path.insert(0, ROOT)
 
 from nmtfrag.data.sample import sample_corpus
 from nmtfrag.errors import InputError

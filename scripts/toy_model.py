@@ -5,7 +5,12 @@
   python3 scripts/toy_model.py --train corpora/demo/train --valid corpora/demo/valid --out base/
 """
 import argparse
+import os
 import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # run from a checkout: this one's nmtfrag, installed or not
+    sys.path.insert(0, ROOT)
 
 from nmtfrag.quiet import install
 from nmtfrag.train.toymodel import DEMO_ARCH_ARGS, read_raw, train_toy_model

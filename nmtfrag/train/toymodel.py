@@ -39,7 +39,9 @@ DEMO_ARCH_ARGS = arch_args(2, 128, 256, 4)
 def _learn_bpe(texts, codes_path, merges):
     from subword_nmt.learn_bpe import learn_bpe
 
-    with open(codes_path, "w", encoding="utf-8") as out:
+    # its progress bar and "no pair has frequency >= 2" are noise for a toy vocabulary
+    with open(codes_path, "w", encoding="utf-8") as out, \
+            contextlib.redirect_stderr(io.StringIO()):
         learn_bpe(io.StringIO("\n".join(texts) + "\n"), out, merges, min_frequency=2,
                   total_symbols=False, is_dict=False)
     # subword-nmt writes a '#version' header and "a b" pairs; fastBPE wants "a b count".
