@@ -64,7 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from ..translate.evaluate import evaluate
+    from ..translate.evaluate import Decoding, evaluate
 
     device = args.device
     if args.model and device is None:
@@ -75,16 +75,16 @@ def run(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    decoding = Decoding(engine=args.engine, beam=args.beam, max_tokens=args.max_tokens,
+                        batch_size=args.batch_size, device=device or "cpu", fp16=args.fp16,
+                        checkpoint=args.checkpoint, compute_type=args.compute_type,
+                        ct2_cache=args.ct2_cache, threads=args.threads,
+                        max_len_a=args.max_len_a, max_len_b=args.max_len_b)
     rep = evaluate(args.out, src=args.src, ref=args.ref, model=args.model, hyp=args.hyp,
-                   src_lang=args.src_lang, tgt_lang=args.tgt_lang, tokenized=args.tokenized,
-                   baseline=args.baseline, plot=args.plot, first=args.first, beam=args.beam,
-                   max_tokens=args.max_tokens, batch_size=args.batch_size,
-                   device=device or "cpu", fp16=args.fp16, checkpoint=args.checkpoint,
-                   max_len_a=args.max_len_a, max_len_b=args.max_len_b,
-                   bootstrap_samples=args.bootstrap_samples, overwrite=args.overwrite,
-                   name=args.name, show_progress=True, engine=args.engine,
-                   compute_type=args.compute_type, ct2_cache=args.ct2_cache,
-                   threads=args.threads)
+                   decoding=decoding, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
+                   tokenized=args.tokenized, baseline=args.baseline, plot=args.plot,
+                   first=args.first, bootstrap_samples=args.bootstrap_samples,
+                   overwrite=args.overwrite, name=args.name, show_progress=True)
     s = rep["scores"]
     print(f"BLEU {s['bleu']:.2f}  chrF {s['chrf']:.2f}  BP {s['brevity_penalty']:.3f}  "
           f"ratio {s['length_ratio']}  avg len {s['avg_output_tokens']} / "

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import cast
 
 from ..errors import InputError
@@ -160,28 +161,42 @@ def _load_baseline(baseline, ref_sha, n):
     return hyps, report
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """How `model` translates: the engine and its settings (one group, so `evaluate`'s
+    own parameters are about what is scored and where the report goes)."""
+    engine: str = "fairseq"
+    beam: int = 5
+    max_tokens: int = 4000
+    batch_size: int | None = None
+    device: str = "cpu"
+    fp16: bool = False
+    checkpoint: str | None = None
+    compute_type: str | None = None
+    ct2_cache: str | None = None
+    threads: int | None = None
+    max_len_a: float | None = None
+    max_len_b: int | None = None
+
+
 def evaluate(out: str, *, src: str, ref: str, model: str | None = None,
-             hyp: str | None = None, src_lang: str = "de", tgt_lang: str = "en",
-             tokenized: bool = False, baseline: str | None = None, plot: bool = False,
-             first: int | None = None, beam: int = 5, max_tokens: int = 4000,
-             batch_size: int | None = None, device: str = "cpu", fp16: bool = False,
-             checkpoint: str | None = None, bootstrap_samples: int = 1000,
-             overwrite: bool = False, name: str | None = None,
-             show_progress: bool = False, engine: str = "fairseq",
-             compute_type: str | None = None, ct2_cache: str | None = None,
-             threads: int | None = None, max_len_a: float | None = None,
-             max_len_b: int | None = None) -> dict:
+             hyp: str | None = None, decoding: Decoding = Decoding(),
+             src_lang: str = "de", tgt_lang: str = "en", tokenized: bool = False,
+             baseline: str | None = None, plot: bool = False, first: int | None = None,
+             bootstrap_samples: int = 1000, overwrite: bool = False,
+             name: str | None = None, show_progress: bool = False) -> dict:
     """Translate `src` with `model` (or take `hyp`), score against `ref`, write reports.
 
-    The output length limit (`max_len_a`, `max_len_b`) defaults to fairseq's (0, 200);
-    the report records the values used.
+    The output length limit (`decoding.max_len_a`, `.max_len_b`) defaults to fairseq's
+    (0, 200); the report records the values used.
 
     Returns the report dict (also OUT/report.json).
     """
     from ..data.bpe import moses_detokenize
 
-    _check_request(model, hyp, engine, compute_type, ct2_cache, src_lang, tgt_lang,
-                   checkpoint, src, ref)
+    d = decoding
+    _check_request(model, hyp, d.engine, d.compute_type, d.ct2_cache, src_lang, tgt_lang,
+                   d.checkpoint, src, ref)
     src_lines, ref_lines = read_lines(src), read_lines(ref)
     if len(src_lines) != len(ref_lines):
         raise InputError(f"{src} has {len(src_lines)} lines but {ref} has "
@@ -200,11 +215,7 @@ def evaluate(out: str, *, src: str, ref: str, model: str | None = None,
     if model is not None:
         hyps, settings = _translate(
             model, src_lines, "moses" if tokenized else "raw", show_progress,
-            dict(engine=engine, compute_type=compute_type, ct2_cache=ct2_cache,
-                 threads=threads, src_lang=src_lang, tgt_lang=tgt_lang,
-                 checkpoint=checkpoint, device=device, fp16=fp16, beam=beam,
-                 max_tokens=max_tokens, batch_size=batch_size, max_len_a=max_len_a,
-                 max_len_b=max_len_b))
+            dict(asdict(d), src_lang=src_lang, tgt_lang=tgt_lang))
     else:
         hyps = _read_hypotheses(hyp, first, ref, n)
     if len(hyps) != n:

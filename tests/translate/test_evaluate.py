@@ -8,7 +8,7 @@ import pytest
 import torch
 from sacremoses import MosesDetokenizer
 
-from nmtfrag.translate.evaluate import evaluate
+from nmtfrag.translate.evaluate import Decoding, evaluate
 from tinymodel import make_corpus, write_parallel
 
 torch.set_num_threads(1)
@@ -61,7 +61,8 @@ def test_engine_options_need_a_model(testset, tmp_path):
 
     src, ref = testset
     with pytest.raises(InputError, match="need --model"):
-        evaluate(str(tmp_path / "e"), src=src, ref=ref, hyp=ref, engine="ctranslate2")
+        evaluate(str(tmp_path / "e"), src=src, ref=ref, hyp=ref,
+                 decoding=Decoding(engine="ctranslate2"))
     assert not os.path.exists(tmp_path / "e")
 
 
