@@ -408,9 +408,10 @@ def extract_release(src: str, tgt: str, out: str, options: ExtractOptions | None
                   [src, tgt, opts.alignments, opts.priors])
     found.pairs_used = len(line_numbers)
     extra = collector.records(_aligner_name(opts.alignments, opts.public_aligner))
-    manifest, owner = _manifests(src, tgt, opts, seed, names, collector, extra, writer,
-                                 found, n_lines, skips, normalised, alignment_sha,
-                                 public_record)
+    manifest, owner = _manifests(
+        src, tgt, opts, seed, names=names, collector=collector, extra=extra, writer=writer,
+        found=found, n_lines=n_lines, skips=skips, normalised=normalised,
+        alignment_sha=alignment_sha, public_record=public_record)
     write_owner_json(out, owner)
     for name, content in extra.files.items():  # e.g. the DP release's privacy.json
         write_json(os.path.join(out, name), content)
@@ -549,7 +550,7 @@ def _public_params(opts, collector):
     }
 
 
-def _manifests(src, tgt, opts, seed, names, collector, extra, writer, found, n_lines,
+def _manifests(src, tgt, opts, seed, *, names, collector, extra, writer, found, n_lines,
                skips, normalised, alignment_sha, public_record):
     """The manifests stage: (OUT/manifest.json, OUT/owner/manifest.json) contents."""
     owner_files = [f"{OWNER_DIR}/{MANIFEST}"] + \
