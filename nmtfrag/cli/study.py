@@ -18,7 +18,8 @@ it may use ${VAR} from the environment, e.g.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from . import arg_types as ct
 
@@ -67,6 +68,15 @@ def with_machine(config: StudyConfig, device: str | None,
     return dataclasses.replace(config, machine=m)
 
 
+def read_finetune_argv(argv: Sequence[str]) -> tuple[argparse.Namespace, Any]:
+    """A finetune command line as the command reads it: its options, and their DPConfig
+    under --dp (else None). A study checks an adopted run against it."""
+    from . import build_parser, dp_options
+
+    args = build_parser().parse_args(list(argv))
+    return args, (dp_options.config_from_args(args) if args.dp else None)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..study.config import read_config
 
@@ -76,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
         config = with_machine(config, args.device, args.decode_device)
         return run_study(config, args.out, jobs=args.jobs, threads=args.threads,
-                         cells=args.cell)
+                         cells=args.cell, read_argv=read_finetune_argv)
     if args.study_command == "status":
         import json
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import InputError
@@ -21,20 +22,18 @@ from .config import Cell
 from .plan import Step
 
 
-def _parse(step: Step) -> Any:
-    """The cell's finetune options as the command would parse them."""
-    from ..cli import build_parser
+# How a finetune command line reads: (the parsed options, their DPConfig under --dp, else
+# None). The CLI provides it (nmtfrag.cli.study.read_finetune_argv): an adopted run is
+# checked against exactly what the command would have run, and the study stays below
+# the CLI.
+ReadArgv = Callable[[Sequence[str]], tuple[Any, Any]]
 
-    return build_parser().parse_args([*step.argv, "--out", step.out])
 
-
-def expected(step: Step, cell: Cell, seed: int) -> dict[str, Any]:
+def expected(step: Step, cell: Cell, seed: int, read_argv: ReadArgv) -> dict[str, Any]:
     """{record key: value} a finished run of `step` holds in its manifests: a sentence
     cell's training settings from the study's config; a DP-SGD cell's from its options
     as `finetune --dp` parses them."""
-    from ..cli import dp_options as dp_cli
-
-    args = _parse(step)
+    args, dcfg = read_argv([*step.argv, "--out", step.out])
     src, tgt = args.train
     md = validate_model_dir(args.model, args.src_lang, args.tgt_lang, args.checkpoint)
     exp: dict[str, Any] = {"inputs_sha256.train_src": sha256_file(src),
@@ -55,7 +54,6 @@ def expected(step: Step, cell: Cell, seed: int) -> dict[str, Any]:
                     "params.warmup_updates": 0,
                     "params.trained_parameters": {"kind": "all"}})
         return exp
-    dcfg = dp_cli.config_from_args(args)
     for key, field in (("lr", "lr"), ("target_epsilon", "target_epsilon"),
                        ("delta", "delta"), ("sample_rate", "sample_rate"),
                        ("logical_batch", "logical_batch"),
@@ -90,8 +88,9 @@ def recorded(source: str) -> dict[str, Any]:
     return flat
 
 
-def differences(step: Step, cell: Cell, seed: int, source: str) -> list[str]:
-    exp, rec = expected(step, cell, seed), recorded(source)
+def differences(step: Step, cell: Cell, seed: int, source: str,
+                read_argv: ReadArgv) -> list[str]:
+    exp, rec = expected(step, cell, seed, read_argv), recorded(source)
     dp = "--dp" in step.argv
     if rec["dp"] != dp:
         return [f"it was trained {'with' if rec['dp'] else 'without'} DP-SGD, the cell "
@@ -100,11 +99,15 @@ def differences(step: Step, cell: Cell, seed: int, source: str) -> list[str]:
             for key, value in exp.items() if rec.get(key, "(not recorded)") != value]
 
 
-def adopt(step: Step, cell: Cell, seed: int, source: str) -> None:
+def adopt(step: Step, cell: Cell, seed: int, source: str,
+          read_argv: ReadArgv | None) -> None:
     """Copy `source` into the step's output after checking it against the cell (and the
     study's seed): InputError naming the first difference; the copy appears whole or not
     at all."""
-    diff = differences(step, cell, seed, source)
+    if read_argv is None:
+        raise InputError(f"cell {step.cell}: adopting needs the finetune command's reading "
+                         "of its options: run the study with `nmtfrag study run`")
+    diff = differences(step, cell, seed, source, read_argv)
     if diff:
         raise InputError(f"cannot adopt {source} into cell {step.cell}: {diff[0]}"
                          + (f" (and {len(diff) - 1} more)" if len(diff) > 1 else ""))

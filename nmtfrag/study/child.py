@@ -31,9 +31,10 @@ def die_with_parent(parent: int) -> None:
 
 def main() -> int:
     die_with_parent(int(sys.argv[1]))
-    from ..cli import main as nmtfrag_main
-
-    return nmtfrag_main(sys.argv[2:])
+    # the command itself, in this same process: the parent-death signal survives exec
+    # (it is cleared only for set-user-ID binaries), and the study waits on this pid
+    os.execv(sys.executable, [sys.executable, "-m", "nmtfrag", *sys.argv[2:]])
+    return 127  # not reached
 
 
 if __name__ == "__main__":

@@ -56,8 +56,9 @@ class StepFailed(Exception):
 class Executor:
     """Runs steps as child processes, accounts their CPU time, stops them on request."""
 
-    def __init__(self, paths: Paths, progress: Progress):
+    def __init__(self, paths: Paths, progress: Progress, read_argv: Any = None):
         self.paths, self.progress = paths, progress
+        self.read_argv = read_argv  # adopt.ReadArgv, from the CLI (None: no adopting)
         self.children: dict[int, subprocess.Popen] = {}
         self.stopping = False
         self._lock = threading.Lock()
@@ -141,7 +142,7 @@ class Executor:
 
         self.progress(f"{step.cell}: {step.name}: adopting {source} …")
         try:
-            adopt(step, cell, seed, source)
+            adopt(step, cell, seed, source, self.read_argv)
         except InputError as exc:
             update_state(self.paths, step.cell, lambda s: s.update(
                 failed={"step": step.name, "exit": 2, "reason": str(exc)}))
@@ -181,10 +182,13 @@ def _hms(seconds: float) -> str:
 # --------------------------------------------------------------------------- the study
 def run_study(config: StudyConfig, out: str, jobs: int | None = None,
               threads: int | None = None, cells: list[str] | None = None,
-              write_report: Callable[[StudyConfig, str], Any] | None = None) -> int:
+              write_report: Callable[[StudyConfig, str], Any] | None = None,
+              read_argv: Any = None) -> int:
     """Run (or continue) the study in `out`. Returns 0, or 1 when a cell failed (143
     when stopped by a signal); raises InputError before running anything on a bad
-    request or a changed setting. `write_report`: nmtfrag.study.report's by default."""
+    request or a changed setting. `write_report`: nmtfrag.study.report's by default;
+    `read_argv`: how a finetune command line reads (adopt.ReadArgv; `nmtfrag study run`
+    passes the command's own), needed only by cells that adopt a finished run."""
     if write_report is None:
         from .report import write_report as default_report
         write_report = default_report
@@ -206,7 +210,7 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
     progress = Progress()
     for what in settle_killed(paths, [BASELINE] + names):
         progress(f"{what}: the last run was killed outright; its CPU time so far is counted")
-    ex = Executor(paths, progress)
+    ex = Executor(paths, progress, read_argv)
     planner = Planner(config, paths.out)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
