@@ -224,3 +224,16 @@ def read_parallel(src_path: str, tgt_path: str, skips: SkipLog,
             skips.add("empty_one_side", line_no)
         else:
             yield line_no, src, tgt
+
+
+def count_lines(path: str) -> int | None:
+    """Lines in `path` (a last line without its newline counts), None if it is missing."""
+    try:
+        with open(path, "rb") as f:
+            n = last = 0
+            for block in iter(lambda: f.read(1 << 20), b""):
+                n += block.count(b"\n")
+                last = block[-1]
+    except FileNotFoundError:
+        return None
+    return n + (last not in (0, ord("\n")))

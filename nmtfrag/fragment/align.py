@@ -15,6 +15,7 @@ import os
 import tempfile
 from typing import Iterator, Optional
 
+from ..data.corpus import count_lines
 from ..errors import InputError, ToolFailed
 
 ALIGNER_MAX_TOKENS = 1023  # eflomal gives no links to a sentence of >= 1024 tokens
@@ -75,19 +76,6 @@ def align_files(src_path: str, tgt_path: str, fwd_path: str, rev_path: str, work
     n_pairs = count_lines(src_path) or 0  # (it was just read)
     for path in (fwd_path, rev_path):
         check_links_file(path, n_pairs)
-
-
-def count_lines(path: str) -> int | None:
-    """Lines in `path` (a last line without its newline counts), None if it is missing."""
-    try:
-        with open(path, "rb") as f:
-            n = last = 0
-            for block in iter(lambda: f.read(1 << 20), b""):
-                n += block.count(b"\n")
-                last = block[-1]
-    except FileNotFoundError:
-        return None
-    return n + (last not in (0, ord("\n")))
 
 
 def check_links_file(path: str, n_pairs: int, tool: str = "eflomal") -> None:

@@ -96,7 +96,7 @@ def check_binarized(prefixes: Mapping[str, str], dest_dir: str, src_lang: str,
     never a result (issue 31, item 1)."""
     from fairseq.data import indexed_dataset
 
-    from ..fragment.align import count_lines
+    from ..data.corpus import count_lines
 
     for split, prefix in prefixes.items():
         for lang in (src_lang, tgt_lang):

@@ -137,7 +137,8 @@ def test_short_eflomal_output_on_a_full_disk_names_the_file(corpus, tmp_path, mo
 
 
 def test_check_links_file(tmp_path):
-    from nmtfrag.fragment.align import check_links_file, count_lines
+    from nmtfrag.data.corpus import count_lines
+    from nmtfrag.fragment.align import check_links_file
     from nmtfrag.errors import ToolFailed
 
     p = tmp_path / "links"
