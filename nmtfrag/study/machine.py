@@ -12,13 +12,16 @@ from .config import Machine
 from .plan import Paths
 
 
-def note_machine(paths: Paths, machine: Machine, jobs: int, per_job: int) -> dict:
-    """Append this run's hardware to OUT/machines.jsonl (the report says which machine
-    produced which figures); returns the entry."""
+def note_machine(paths: Paths, machine: Machine, jobs: int, per_job: int,
+                 cells: list[str] | None = None) -> dict:
+    """Append this run's hardware (and the cells it runs) to OUT/machines.jsonl: the
+    report says which machine produced which figures, `status` which cells a live run
+    left out; returns the entry."""
     entry: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "device": machine.device, "decode_device": machine.decoder,
-        "cpus": os.cpu_count(), "jobs": jobs, "threads_per_job": per_job}
+        "cpus": os.cpu_count(), "jobs": jobs, "threads_per_job": per_job,
+        "cells": cells}
     if "cuda" in (machine.device, machine.decoder):
         import torch
 

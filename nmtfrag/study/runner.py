@@ -224,7 +224,8 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
     try:
         progress(f"study {config.title!r} in {paths.out}: {len(chosen)} cells + the "
                  f"baseline, {jobs} at a time, {per_job} thread(s) each")
-        progress("machine: " + machine_text(note_machine(paths, config.machine, jobs, per_job)))
+        progress("machine: " + machine_text(note_machine(paths, config.machine, jobs, per_job,
+                                                         chosen)))
         _data_checks(config, progress)
         _shared_inputs(planner, ex, total_threads)
         base = planner.plan(BASELINE)

@@ -13,6 +13,7 @@ from typing import Any
 from .config import BASELINE, StudyConfig
 from .plan import FINETUNE, CellPlan, Paths, Planner
 from ..fileio import output_lock_holder
+from .machine import read_machines
 from .state import cpu_of_live, read_state, resumable
 
 
@@ -49,8 +50,8 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | Non
             + (f" of ≤ {cap_u:,}" if cap_u else ""))
 
 
-def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool
-                ) -> dict[str, Any]:
+def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool,
+                in_run: bool = True) -> dict[str, Any]:
     state = read_state(paths, plan.cell)
     cpu = sum(s.get("cpu_seconds", 0.0) for s in state.get("steps", {}).values())
     running = state.get("running")
@@ -68,10 +69,12 @@ def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool
     elif done or any(os.path.isdir(s.out) for s in plan.steps):
         nxt = next(s for s in plan.steps if not s.done)
         how = "resumes" if nxt.resumable and resumable(nxt.out) else "starts"
-        what = (f"waiting: {nxt.name} {how} in its turn" if live else
-                f"interrupted: {nxt.name} {how} on the next run")
+        what = (f"waiting: {nxt.name} {how} in its turn" if live and in_run else
+                f"interrupted: {nxt.name} {how} on the next run that runs it")
     else:
-        what = "waiting" if live else "pending"
+        what = "waiting" if live and in_run else "pending"
+    if live and not in_run and not plan.done:
+        what += " (not in the live run's --cell list)"
     return {"cell": plan.cell, "approach": plan.approach, "state": what,
             "steps_done": f"{len(done)}/{len(plan.steps)}", "cpu_hours": cpu / 3600,
             "progress": (training_progress(paths, plan.cell, config)
@@ -83,7 +86,10 @@ def study_status(config: StudyConfig, out: str) -> tuple[int | None, list[dict[s
     paths = Paths(out)
     holder = output_lock_holder(paths.out)
     planner = Planner(config, paths.out)
-    return holder, [cell_status(paths, p, config, holder is not None)
+    runs = read_machines(paths)
+    chosen = runs[-1].get("cells") if holder is not None and runs else None
+    return holder, [cell_status(paths, p, config, holder is not None,
+                                chosen is None or p.cell in chosen or p.cell == BASELINE)
                     for p in planner.all_plans()]
 
 

@@ -217,3 +217,28 @@ def test_a_failed_step_is_named_by_its_last_attempt(tmp_path):
     log.write_text(log.read_text() + "\n$ nmtfrag finetune --out a --resume\n"
                    "error: a disk is full\nmore\n")
     assert _last_error(str(log)) == "error: a disk is full"
+
+
+def test_status_names_the_cells_a_live_run_left_out(ws):
+    """`study run --cell …` runs some cells: `status` says the others are not in it,
+    instead of "waiting in its turn" for a turn that never comes."""
+    from nmtfrag.fileio import lock_output_dir, release_output_lock
+    from nmtfrag.study.machine import note_machine
+    from nmtfrag.study.plan import Paths
+    from nmtfrag.study.status import study_status
+
+    config = read_config(write(ws, GOOD))
+    out = str(ws / "OUT")
+    os.makedirs(out)
+    note_machine(Paths(out), config.machine, 1, 1, ["sent"])
+    lock_output_dir(out)  # a live run holds OUT
+    try:
+        holder, rows = study_status(config, out)
+    finally:
+        release_output_lock(out)
+    state = {r["cell"]: r["state"] for r in rows}
+    assert holder is not None
+    assert state["sent"] == "waiting" and state["baseline"] == "waiting"
+    assert state["rel8"] == "pending (not in the live run's --cell list)"
+    holder, rows = study_status(config, out)  # no live run: nothing is "left out"
+    assert holder is None and {r["state"] for r in rows} == {"pending"}
