@@ -303,11 +303,19 @@ def train_main_with_atomic_copies(cfg: DictConfig, trained: TrainableSet | None 
     """
     from fairseq.file_io import PathManager
     from fairseq.tasks.translation import TranslationTask
+    from fairseq.trainer import Trainer
     from fairseq_cli import train as fs_train
 
     plain_copy = PathManager.__dict__["copy"]
     plain_build = TranslationTask.__dict__["build_model"]
+    plain_save = Trainer.__dict__["save_checkpoint"]
     PathManager.copy = staticmethod(atomic_copy)
+    restore_stop_early(fs_train, getattr(getattr(cfg, "checkpoint", None), "save_dir", None))
+
+    def save_checkpoint(self, filename, extra_state):
+        return plain_save(self, filename, {**extra_state,
+                                           STOP_EARLY: stop_early_state(fs_train)})
+    Trainer.save_checkpoint = save_checkpoint
     if trained is not None:
         def build_model(self, *args, **kw):
             from .trainable import apply
@@ -322,6 +330,38 @@ def train_main_with_atomic_copies(cfg: DictConfig, trained: TrainableSet | None 
     finally:
         PathManager.copy = plain_copy
         TranslationTask.build_model = plain_build
+        Trainer.save_checkpoint = plain_save
+
+
+# fairseq keeps its early-stopping count (the best validation loss, and the validations
+# since) in memory only, as attributes of fairseq_cli.train.should_stop_early: a resumed
+# run counted afresh, took its first validation for the best, and trained on past the
+# point where the uninterrupted run stops. Saved in every checkpoint's extra state here.
+STOP_EARLY = "nmtfrag_stop_early"
+
+
+def stop_early_state(fs_train: object) -> dict:
+    """fairseq's early-stopping count now, as a checkpoint keeps it."""
+    f = getattr(fs_train, "should_stop_early")
+    return {"best": getattr(f, "best", None), "num_runs": getattr(f, "num_runs", 0)}
+
+
+def restore_stop_early(fs_train: object, save_dir: str | None) -> None:
+    """Start fairseq's early-stopping count afresh, or, when `save_dir` holds the
+    checkpoint a resumed run continues from, where that run left it (a checkpoint of an
+    older version has only fairseq's best loss: the count since it restarts at 0)."""
+    f = getattr(fs_train, "should_stop_early")
+    for attr in ("best", "num_runs"):
+        if hasattr(f, attr):
+            delattr(f, attr)
+    last = os.path.join(save_dir, "checkpoint_last.pt") if save_dir else ""
+    if not last or not os.path.isfile(last):
+        return
+    extra = load_state(last).get("extra_state") or {}
+    saved = extra.get(STOP_EARLY) or {"best": extra.get("best"), "num_runs": 0}
+    if saved.get("best") is not None:
+        f.best = float(saved["best"])
+        f.num_runs = int(saved.get("num_runs") or 0)
 
 
 def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:

@@ -167,6 +167,31 @@ def test_checkpoint_copy_killed_half_way_keeps_the_last_complete_file(monkeypatc
     assert names == ["checkpoint_3_30.pt", "checkpoint_last.pt"]
 
 
+def test_a_resumed_run_keeps_fairseqs_early_stopping_count(tmp_path):
+    """fairseq counts validations without improvement in memory only: a resumed run
+    continues the count its checkpoint saved, so it stops where the uninterrupted run
+    would (the CPU study's len4-tag trained on past its early stop after a resume)."""
+    import types
+
+    import torch
+    from fairseq_cli import train as fs_train
+
+    cfg = types.SimpleNamespace(checkpoint=types.SimpleNamespace(
+        patience=2, maximize_best_checkpoint_metric=False))
+    torch.save({"model": {}, "extra_state": {"best": 5.098,
+                                finetune_module.STOP_EARLY: {"best": 5.098, "num_runs": 1}}},
+               tmp_path / "checkpoint_last.pt")
+    finetune_module.restore_stop_early(fs_train, str(tmp_path))
+    assert fs_train.should_stop_early(cfg, 5.416)  # the second worse validation: stop
+    torch.save({"model": {}, "extra_state": {"best": 5.098}}, tmp_path / "checkpoint_last.pt")
+    finetune_module.restore_stop_early(fs_train, str(tmp_path))  # an older checkpoint
+    assert not fs_train.should_stop_early(cfg, 5.244)  # its best kept, the count from 0
+    assert fs_train.should_stop_early(cfg, 5.416)
+    finetune_module.restore_stop_early(fs_train, str(tmp_path / "fresh"))  # a new run
+    assert not fs_train.should_stop_early(cfg, 9.0)  # its first validation is its best
+    assert finetune_module.stop_early_state(fs_train) == {"best": 9.0, "num_runs": 0}
+
+
 def test_training_uses_the_atomic_copy_and_restores_fairseqs(monkeypatch):
     from fairseq.file_io import PathManager
     from fairseq_cli import train as fs_train
@@ -202,6 +227,7 @@ def test_resume_after_kill_continues_from_checkpoint(tiny_model_dir, data, tmp_p
     assert k >= 10
     earlier = load_state(last)["extra_state"]["previous_training_time"]
     assert earlier > 0
+    assert "num_runs" in load_state(last)["extra_state"][finetune_module.STOP_EARLY]
 
     # without --resume the interrupted run is protected
     kw = dict(valid_src=data["valid"][0], valid_tgt=data["valid"][1], max_tokens=600,
