@@ -19,7 +19,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InputError
 from .config import BASELINE, Cell, StudyConfig
@@ -27,6 +27,9 @@ from .machine import machine_text, note_machine
 from .plan import EVALUATE, FINETUNE, RELEASE, CellPlan, Paths, Planner, Step
 from .record import check_and_record, settings_now
 from .state import cpu_of_live, hold_lock, resumable, settle_killed, update_state
+
+if TYPE_CHECKING:
+    from .adopt import ReadArgv
 
 SAVE_CPU_EVERY = 60.0  # seconds between saves of a running step's CPU time
 
@@ -56,9 +59,9 @@ class StepFailed(Exception):
 class Executor:
     """Runs steps as child processes, accounts their CPU time, stops them on request."""
 
-    def __init__(self, paths: Paths, progress: Progress, read_argv: Any = None):
+    def __init__(self, paths: Paths, progress: Progress, read_argv: ReadArgv | None = None):
         self.paths, self.progress = paths, progress
-        self.read_argv = read_argv  # adopt.ReadArgv, from the CLI (None: no adopting)
+        self.read_argv = read_argv  # from the CLI (None: no adopting)
         self.children: dict[int, subprocess.Popen] = {}
         self.stopping = False
         self._lock = threading.Lock()
@@ -183,7 +186,7 @@ def _hms(seconds: float) -> str:
 def run_study(config: StudyConfig, out: str, jobs: int | None = None,
               threads: int | None = None, cells: list[str] | None = None,
               write_report: Callable[[StudyConfig, str], Any] | None = None,
-              read_argv: Any = None) -> int:
+              read_argv: ReadArgv | None = None) -> int:
     """Run (or continue) the study in `out`. Returns 0, or 1 when a cell failed (143
     when stopped by a signal); raises InputError before running anything on a bad
     request or a changed setting. `write_report`: nmtfrag.study.report's by default;

@@ -54,13 +54,14 @@ def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool,
                 in_run: bool = True) -> dict[str, Any]:
     state = read_state(paths, plan.cell)
     cpu = sum(s.get("cpu_seconds", 0.0) for s in state.get("steps", {}).values())
-    running = state.get("running")
-    if running and not (live and os.path.exists(f"/proc/{running['pid']}")):
+    running: dict[str, Any] = state.get("running") or {}
+    alive = bool(running) and live and os.path.exists(f"/proc/{running['pid']}")
+    if running and not alive:
         cpu += running.get("cpu_seconds", 0.0)  # killed outright: its last saved figure
     done = [s.name for s in plan.steps if s.done]
     if plan.done:
         what = "done"
-    elif running and live and os.path.exists(f"/proc/{running['pid']}"):
+    elif alive:
         what = f"running: {running['step']}"
         cpu += cpu_of_live(int(running["pid"]))
     elif state.get("failed"):

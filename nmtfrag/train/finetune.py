@@ -282,15 +282,19 @@ def _setup_console_logging(quiet):
                             format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
 
 
-def run_fairseq_train(cfg: DictConfig, trained: TrainableSet | None = None) -> None:
+def run_fairseq_train(cfg: DictConfig, trained: TrainableSet | None = None,
+                      stop_early: dict | None = None) -> None:
     """fairseq-train's main on a parsed cfg (spawns one process per GPU when needed).
-    `trained` (a nmtfrag.train.trainable.TrainableSet) limits what trains; None: everything."""
+    `trained` (a nmtfrag.train.trainable.TrainableSet) limits what trains; None: everything.
+    `stop_early`: the early-stopping count a resumed run continues (ResumedFrom)."""
     from fairseq.distributed import utils as distributed_utils
 
-    distributed_utils.call_main(cfg, train_main_with_atomic_copies, trained=trained)
+    distributed_utils.call_main(cfg, train_main_with_atomic_copies, trained=trained,
+                                stop_early=stop_early)
 
 
 def train_main_with_atomic_copies(cfg: DictConfig, trained: TrainableSet | None = None,
+                                   stop_early: dict | None = None,
                                    **kwargs: object) -> object:
     """fairseq_cli.train.main, with checkpoint copies made atomic (and, with `trained`,
     only that parameter set trained: fairseq's optimizer skips frozen parameters).
@@ -310,7 +314,7 @@ def train_main_with_atomic_copies(cfg: DictConfig, trained: TrainableSet | None 
     plain_build = TranslationTask.__dict__["build_model"]
     plain_save = Trainer.__dict__["save_checkpoint"]
     PathManager.copy = staticmethod(atomic_copy)
-    restore_stop_early(fs_train, getattr(getattr(cfg, "checkpoint", None), "save_dir", None))
+    restore_stop_early(fs_train, stop_early)
 
     def save_checkpoint(self, filename, extra_state):
         return plain_save(self, filename, {**extra_state,
@@ -346,20 +350,14 @@ def stop_early_state(fs_train: object) -> dict:
     return {"best": getattr(f, "best", None), "num_runs": getattr(f, "num_runs", 0)}
 
 
-def restore_stop_early(fs_train: object, save_dir: str | None) -> None:
-    """Start fairseq's early-stopping count afresh, or, when `save_dir` holds the
-    checkpoint a resumed run continues from, where that run left it (a checkpoint of an
-    older version has only fairseq's best loss: the count since it restarts at 0)."""
+def restore_stop_early(fs_train: object, saved: dict | None) -> None:
+    """Start fairseq's early-stopping count afresh, or (`saved`, a resumed run's) where
+    the interrupted run left it."""
     f = getattr(fs_train, "should_stop_early")
     for attr in ("best", "num_runs"):
         if hasattr(f, attr):
             delattr(f, attr)
-    last = os.path.join(save_dir, "checkpoint_last.pt") if save_dir else ""
-    if not last or not os.path.isfile(last):
-        return
-    extra = load_state(last).get("extra_state") or {}
-    saved = extra.get(STOP_EARLY) or {"best": extra.get("best"), "num_runs": 0}
-    if saved.get("best") is not None:
+    if saved and saved.get("best") is not None:
         f.best = float(saved["best"])
         f.num_runs = int(saved.get("num_runs") or 0)
 
@@ -678,19 +676,20 @@ def train(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
         log_interval=job.log_interval, resume=job.resume, validate=config.validate)
     cfg = build_train_cfg(argv, md.arch)
     os.makedirs(dirs.save_dir, exist_ok=True)
-    earlier = earlier_training_seconds(dirs.last) if job.resume else 0.0
+    resumed = ResumedFrom.read(dirs.last) if job.resume else ResumedFrom()
     handler = _LogCapture(os.path.join(dirs.out, "train.log"))
     attached = _attach(handler, logging.WARNING if job.quiet else logging.INFO)
     t_train = time.time()
     try:
-        run_fairseq_train(cfg, config.trained())
+        run_fairseq_train(cfg, config.trained(), resumed.stop_early)
     except (KeyboardInterrupt, SystemExit) as exc:  # the last save's epoch, from the log
         note_interruption(exc, interruption_note(dirs, job.out, handler.saved))
         raise
     finally:
         _detach(handler, attached)
         handler.close()
-    return TrainingOutcome(argv, handler.valid, time.time() - t_train, earlier)
+    return TrainingOutcome(argv, handler.valid, time.time() - t_train,
+                           resumed.training_seconds)
 
 
 def interruption_note(dirs: RunDirs, shown: str, saved: str | None = None) -> str:
@@ -705,14 +704,23 @@ def interruption_note(dirs: RunDirs, shown: str, saved: str | None = None) -> st
             f"without --resume, to start over")
 
 
-def earlier_training_seconds(last: str) -> float:
-    """Training time of the interrupted run up to the checkpoint a resume continues from
-    (fairseq keeps it in the checkpoint's extra state), so a study reports a resumed
-    run's whole cost, not only its last part."""
-    if not os.path.exists(last):
-        return 0.0
-    extra = load_state(last).get("extra_state") or {}
-    return float(extra.get("previous_training_time") or 0.0)
+@dataclass(frozen=True)
+class ResumedFrom:
+    """What a resume continues, read once from the checkpoint's extra state: the training
+    time so far (so a study reports a resumed run's whole cost, not only its last part)
+    and fairseq's early-stopping count (STOP_EARLY; a checkpoint of an older version has
+    only fairseq's best loss: the count since it restarts at 0)."""
+    training_seconds: float = 0.0
+    stop_early: dict | None = None
+
+    @classmethod
+    def read(cls, last: str) -> "ResumedFrom":
+        if not os.path.exists(last):
+            return cls()
+        extra = load_state(last).get("extra_state") or {}
+        stop_early = extra.get(STOP_EARLY) or (
+            {"best": extra["best"], "num_runs": 0} if extra.get("best") is not None else None)
+        return cls(float(extra.get("previous_training_time") or 0.0), stop_early)
 
 
 def keep_best(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,

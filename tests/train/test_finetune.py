@@ -178,16 +178,20 @@ def test_a_resumed_run_keeps_fairseqs_early_stopping_count(tmp_path):
 
     cfg = types.SimpleNamespace(checkpoint=types.SimpleNamespace(
         patience=2, maximize_best_checkpoint_metric=False))
-    torch.save({"model": {}, "extra_state": {"best": 5.098,
-                                finetune_module.STOP_EARLY: {"best": 5.098, "num_runs": 1}}},
-               tmp_path / "checkpoint_last.pt")
-    finetune_module.restore_stop_early(fs_train, str(tmp_path))
+    last = str(tmp_path / "checkpoint_last.pt")
+    saved = {"best": 5.098, "num_runs": 1}
+    torch.save({"model": {}, "extra_state": {"best": 5.098, finetune_module.STOP_EARLY: saved}},
+               last)
+    finetune_module.restore_stop_early(fs_train, finetune_module.ResumedFrom.read(last)
+                                       .stop_early)
     assert fs_train.should_stop_early(cfg, 5.416)  # the second worse validation: stop
-    torch.save({"model": {}, "extra_state": {"best": 5.098}}, tmp_path / "checkpoint_last.pt")
-    finetune_module.restore_stop_early(fs_train, str(tmp_path))  # an older checkpoint
+    torch.save({"model": {}, "extra_state": {"best": 5.098}}, last)
+    finetune_module.restore_stop_early(  # an older checkpoint
+        fs_train, finetune_module.ResumedFrom.read(last).stop_early)
     assert not fs_train.should_stop_early(cfg, 5.244)  # its best kept, the count from 0
     assert fs_train.should_stop_early(cfg, 5.416)
-    finetune_module.restore_stop_early(fs_train, str(tmp_path / "fresh"))  # a new run
+    fresh = finetune_module.ResumedFrom.read(str(tmp_path / "fresh" / "checkpoint_last.pt"))
+    finetune_module.restore_stop_early(fs_train, fresh.stop_early)  # a new run
     assert not fs_train.should_stop_early(cfg, 9.0)  # its first validation is its best
     assert finetune_module.stop_early_state(fs_train) == {"best": 9.0, "num_runs": 0}
 
