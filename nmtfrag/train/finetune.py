@@ -708,8 +708,10 @@ def interruption_note(dirs: RunDirs, shown: str, saved: str | None = None) -> st
 class ResumedFrom:
     """What a resume continues, read once from the checkpoint's extra state: the training
     time so far (so a study reports a resumed run's whole cost, not only its last part)
-    and fairseq's early-stopping count (STOP_EARLY; a checkpoint of an older version has
-    only fairseq's best loss: the count since it restarts at 0)."""
+    and fairseq's early-stopping count (STOP_EARLY). A checkpoint of an older version has
+    only fairseq's best loss and its own validation loss: the count restarts at 1 if that
+    validation was worse than the best, else 0 (a lower bound: never stops sooner than the
+    uninterrupted run)."""
     training_seconds: float = 0.0
     stop_early: dict | None = None
 
@@ -718,9 +720,17 @@ class ResumedFrom:
         if not os.path.exists(last):
             return cls()
         extra = load_state(last).get("extra_state") or {}
-        stop_early = extra.get(STOP_EARLY) or (
-            {"best": extra["best"], "num_runs": 0} if extra.get("best") is not None else None)
-        return cls(float(extra.get("previous_training_time") or 0.0), stop_early)
+        return cls(float(extra.get("previous_training_time") or 0.0),
+                   extra.get(STOP_EARLY) or _older_stop_early(extra))
+
+
+def _older_stop_early(extra: dict) -> dict | None:
+    """The early-stopping count an older checkpoint implies (see ResumedFrom)."""
+    best, last = extra.get("best"), extra.get("val_loss")
+    if best is None:
+        return None
+    worse = last is not None and float(last) > float(best)
+    return {"best": best, "num_runs": int(worse)}
 
 
 def keep_best(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,

@@ -185,11 +185,15 @@ def test_a_resumed_run_keeps_fairseqs_early_stopping_count(tmp_path):
     finetune_module.restore_stop_early(fs_train, finetune_module.ResumedFrom.read(last)
                                        .stop_early)
     assert fs_train.should_stop_early(cfg, 5.416)  # the second worse validation: stop
-    torch.save({"model": {}, "extra_state": {"best": 5.098}}, last)
-    finetune_module.restore_stop_early(  # an older checkpoint
+    torch.save({"model": {}, "extra_state": {"best": 5.098, "val_loss": 5.098}}, last)
+    finetune_module.restore_stop_early(  # an older checkpoint, saved at its best
         fs_train, finetune_module.ResumedFrom.read(last).stop_early)
     assert not fs_train.should_stop_early(cfg, 5.244)  # its best kept, the count from 0
     assert fs_train.should_stop_early(cfg, 5.416)
+    torch.save({"model": {}, "extra_state": {"best": 5.098, "val_loss": 5.503}}, last)
+    finetune_module.restore_stop_early(  # an older one saved after a worse validation
+        fs_train, finetune_module.ResumedFrom.read(last).stop_early)
+    assert fs_train.should_stop_early(cfg, 5.6)  # that validation counted: stop
     fresh = finetune_module.ResumedFrom.read(str(tmp_path / "fresh" / "checkpoint_last.pt"))
     finetune_module.restore_stop_early(fs_train, fresh.stop_early)  # a new run
     assert not fs_train.should_stop_early(cfg, 9.0)  # its first validation is its best
