@@ -266,8 +266,11 @@ CASES = [
     # one line naming the file, exit 2, no OUT, no text left (issue 31, item 1)
     Case("extract-disk-full-work-dir", f"extract {PAIR} --out {{d}}/OUT --work-dir "
          "{d}/wd", "{d}/wd/nmtfrag-", fsize=100),
-    Case("extract-disk-full-out", f"extract {PAIR} --out {{d}}/OUT --work-dir {{d}}/wd",
-         "{d}/OUT/", fsize=600),
+    # (60 pairs: each of the work dir's 8 shuffle buckets holds ~1/8 of the phrase pairs,
+    # ~3.6 kB, each released side ~1/4, ~7 kB: the cap falls between, whatever the
+    # unseeded draws; with 6 pairs a bucket sometimes crossed it first)
+    Case("extract-disk-full-out", "extract --src {d}/big.de --tgt {d}/big.en --out {d}/OUT "
+         "--work-dir {d}/wd", "{d}/OUT/phrases.", fsize=6000),
     Case("extract-disk-full-owner-manifest", f"extract {PAIR} --out {{d}}/OUT --work-dir "
          "{d}/wd", "{d}/OUT/owner/manifest.json", fsize=1000),
     Case("split-disk-full", "split --docs {d}/good.tsv --out {d}/OUT --train all --valid 1 "
@@ -293,6 +296,7 @@ def make_workspace(d):
     os.makedirs(d, exist_ok=True)
     pairs = make_corpus(6, seed=3)
     write_parallel(pairs, os.path.join(d, "good"))
+    write_parallel(make_corpus(60, seed=3), os.path.join(d, "big"))
     with open(os.path.join(d, "nul.de"), "wb") as f:
         f.write(b"das Haus .\nein\x00Test .\n" + b"x .\n" * 4)
     with open(os.path.join(d, "esc.en"), "wb") as f:
