@@ -9,6 +9,10 @@
       every cell's state, CPU time so far and progress against its cap or plan
   nmtfrag study report CONFIG --out DIR
       rewrite DIR/report/ (report.md, report.json, privacy_utility.png) from what is done
+  nmtfrag study import CONFIG --out DIR --from OTHER --cell NAME […]
+      copy finished cells of study OTHER (e.g. run on a GPU machine) into DIR, if their
+      recorded settings equal DIR's and both baselines decoded the test set alike; the
+      report marks them and names the machine they ran on
 
 CONFIG is a TOML file; corpora/demo/study.toml is a commented example of every key, and
 corpora/EMEA/study.toml and corpora/GNOME/study.toml are the project's studies. Paths in
@@ -34,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub.required = True
     for name, text in (("run", "run or continue the study"),
                        ("status", "where every cell stands (starts nothing)"),
-                       ("report", "rewrite the report from the finished cells")):
+                       ("report", "rewrite the report from the finished cells"),
+                       ("import", "copy finished cells of another study directory here")):
         s = sub.add_parser(name, help=text, description=text)
         s.add_argument("config", metavar="CONFIG", help="the study's TOML config file")
         s.add_argument("--out", required=True, metavar="DIR",
@@ -53,6 +58,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                 "libraries")
             s.add_argument("--cell", action="append", metavar="NAME",
                            help="run only this cell (repeatable; the baseline always runs)")
+        if name == "import":
+            s.add_argument("--from", dest="source", required=True, metavar="OTHER",
+                           help="the study directory the cells ran in (same config)")
+            s.add_argument("--cell", action="append", required=True, metavar="NAME",
+                           help="a finished cell of OTHER to import (repeatable)")
         if name == "status":
             s.add_argument("--json", action="store_true", help="the records as JSON")
 
@@ -97,6 +107,14 @@ def run(args: argparse.Namespace) -> int:
         holder, rows = study_status(config, args.out)
         print(json.dumps({"running_pid": holder, "cells": rows}, indent=1) if args.json
               else render(args.out, holder, rows))
+        return 0
+    if args.study_command == "import":
+        from ..study.report import write_report
+        from ..study.transfer import import_cells
+
+        for line in import_cells(config, args.out, args.source, list(dict.fromkeys(args.cell))):
+            print(line)
+        write_report(config, args.out)
         return 0
     from ..study.report import run_report
 

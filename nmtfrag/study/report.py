@@ -26,6 +26,7 @@ from .machine import machine_text, read_machines
 from .plan import (EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEASE, Paths,
                    Planner)
 from .state import read_state
+from .transfer import imported_from
 
 FULL_APPROACH = "full sentences"  # compare.reference_rows finds the full-sentence row by it
 
@@ -239,6 +240,9 @@ def collect_rows(config: StudyConfig, out: str) -> list[dict[str, Any]]:
         row.update(privacy_figures(config, paths, row["name"]))
         vs = _vs_full(config, paths, row["name"], full if full_done else None)
         row["p_bleu_vs_full"] = vs["p_value"] if vs else None
+        imported = imported_from(paths, row["name"])
+        if imported:
+            row["ran_on"] = list(dict.fromkeys(machine_text(m) for m in imported["machines"]))
     shares = compare.gain_shares(rows) or {}  # none when the full gain is noise
     for row in rows:
         s = shares.get(row["name"])
@@ -303,6 +307,12 @@ def render_markdown(config: StudyConfig, rows: list[dict],
     seen = list(dict.fromkeys(machine_text(m) for m in runs or ()))
     if seen:
         lines += ["Ran on: " + "; then ".join(seen) + ".", ""]
+    for where in dict.fromkeys("; then ".join(r["ran_on"]) for r in rows if r.get("ran_on")):
+        names = [r["name"] for r in rows if "; then ".join(r.get("ran_on") or ()) == where]
+        lines += [f"† {', '.join(names)}: imported from another study directory with the "
+                  f"same recorded settings and the same baseline output (`nmtfrag study "
+                  f"import`); ran on: {where or 'an unrecorded machine'}. Their CPU h are "
+                  f"that machine's.", ""]
     if not rows:
         return "\n".join(lines + ["No cell has been evaluated yet.", ""])
     test_lines = {r.get("test_lines") for r in rows}
@@ -316,7 +326,7 @@ def render_markdown(config: StudyConfig, rows: list[dict],
     lines += ["## Utility and cost", "", "| " + " | ".join(head) + " |",
               "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["name"], r["approach"], _f(r.get("bleu")) + _star(r.get("p_bleu")),
+        cells = [r["name"] + ("†" if r.get("ran_on") is not None else ""), r["approach"], _f(r.get("bleu")) + _star(r.get("p_bleu")),
                  _f(r.get("chrf"), "{:.1f}") + _star(r.get("p_chrf")),
                  _f(r.get("length_ratio"), "{:.3f}"), _share(r),
                  _f(r.get("p_bleu_vs_full"), "{:.3f}"), r.get("ended") or "–",

@@ -15,6 +15,7 @@ from .plan import FINETUNE, CellPlan, Paths, Planner
 from ..fileio import output_lock_holder
 from .machine import read_machines
 from .state import cpu_of_live, read_state, resumable
+from .transfer import IMPORTED
 
 
 def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | None:
@@ -60,7 +61,8 @@ def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool,
         cpu += running.get("cpu_seconds", 0.0)  # killed outright: its last saved figure
     done = [s.name for s in plan.steps if s.done]
     if plan.done:
-        what = "done"
+        what = "done" + (" (imported: `study report` names its machine)"
+                         if state.get(IMPORTED) else "")
     elif alive:
         what = f"running: {running['step']}"
         cpu += cpu_of_live(int(running["pid"]))

@@ -255,3 +255,62 @@ def test_a_model_trained_with_the_same_settings_is_adopted_and_another_refused(s
     assert "cannot adopt" in proc.stderr and "params.lr: 0.0005 there, 0.0001 here" \
         in proc.stderr
     assert not (tmp_path / "refused" / "cells" / "sent" / "finetune").exists()
+
+
+def test_finished_cells_of_another_study_import_with_their_machine(study, tmp_path):
+    """`study import`: a cell run elsewhere (e.g. a lent GPU) joins this study's report,
+    marked with the machine it ran on, only if it means the same thing here."""
+    import shutil
+
+    from nmtfrag.errors import InputError
+    from nmtfrag.study.config import read_config
+    from nmtfrag.study.report import write_report
+    from nmtfrag.study.transfer import import_cells
+
+    config_path, src, _, rows = study
+    config = read_config(str(config_path))
+    out = tmp_path / "here"  # a study that has run its baseline only
+    (out / "cells").mkdir(parents=True)
+    shutil.copy(src / "study.json", out / "study.json")
+    shutil.copytree(src / "cells" / "baseline", out / "cells" / "baseline")
+    (out / "cells" / "len4-tag" / "release").mkdir(parents=True)  # an unfinished step
+    before = snapshot(str(out))
+
+    def refused(cells, match, source=src):
+        with pytest.raises(InputError, match=match):
+            import_cells(config, str(out), str(source), cells)
+        assert snapshot(str(out)) == before  # checked before anything is copied
+
+    refused(["baseline"], "its own baseline")
+    refused(["nope"], "no such cell")
+    other = tmp_path / "other"  # the same cell, recorded with another setting
+    shutil.copytree(src, other, ignore=shutil.ignore_patterns("*.pt"))
+    rec = json.loads((other / "study.json").read_text())
+    rec["cells"]["len4-tag"]["settings"]["max_len"] = 5
+    (other / "study.json").write_text(json.dumps(rec))
+    refused(["len4-tag"], "max_len: recorded 5, now 4", other)
+    rec["cells"]["len4-tag"]["settings"]["max_len"] = 4
+    (other / "study.json").write_text(json.dumps(rec))
+    os.remove(other / "cells" / "rel8" / "evaluate" / "manifest.json")
+    refused(["rel8"], "not finished there", other)
+    with open(other / "cells" / "baseline" / "evaluate" / "hyp.txt", "a") as f:
+        f.write("another line\n")
+    refused(["len4-tag"], "baseline's test output differs", other)
+
+    said = import_cells(config, str(out), str(src), ["len4-tag", "rel8"])
+    assert said[0].startswith("len4-tag: imported from") and "discarded its unfinished steps here: release" in said[0]
+    assert "(ran on cpu; " in said[1]
+    refused_again = snapshot(str(out))
+    with pytest.raises(InputError, match="finished here already"):
+        import_cells(config, str(out), str(src), ["rel8"])
+    assert snapshot(str(out)) == refused_again
+    got = {r["name"]: r for r in write_report(config, str(out))}
+    assert list(got) == ["baseline", "len4-tag", "rel8"]
+    for name in ("len4-tag", "rel8"):
+        assert got[name]["bleu"] == rows[name]["bleu"]
+        assert got[name]["p_bleu"] == rows[name]["p_bleu"]
+        assert got[name]["ran_on"][0].startswith("cpu; ")
+    assert "ran_on" not in got["baseline"]
+    md = (out / "report" / "report.md").read_text()
+    assert "| len4-tag† |" in md and "† len4-tag, rel8: imported from another study" in md
+    assert not [p for p in os.listdir(out / "cells") if p.startswith(".tmp")]
