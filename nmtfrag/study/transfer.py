@@ -44,8 +44,7 @@ def import_cells(config: StudyConfig, out: str, source: str, cells: list[str]
     lock_output_dir(here.out)
     try:
         _same_baseline(here, there)
-        replaced = {}
-        for name in cells:
+        for name in (BASELINE, *cells):
             for who, rec, where in (("here", rec_here, out), ("there", rec_there, source)):
                 recorded = (rec["cells"].get(name) or {}).get("settings")
                 if recorded is None and who == "there":
@@ -54,6 +53,8 @@ def import_cells(config: StudyConfig, out: str, source: str, cells: list[str]
                 if diff:
                     raise InputError(f"{where}: cell {name!r} was recorded with other "
                                      f"settings than {config.path}'s: {diff[0]}")
+        replaced = {}
+        for name in cells:
             if not Planner(config, there.out).plan(name).done:
                 raise InputError(f"{source}: cell {name!r} is not finished there "
                                  f"(`nmtfrag study status`): only finished cells are "

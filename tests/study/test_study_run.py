@@ -290,6 +290,11 @@ def test_finished_cells_of_another_study_import_with_their_machine(study, tmp_pa
     (other / "study.json").write_text(json.dumps(rec))
     refused(["len4-tag"], "max_len: recorded 5, now 4", other)
     rec["cells"]["len4-tag"]["settings"]["max_len"] = 4
+    beam = rec["cells"]["baseline"]["settings"]["decode.beam"]
+    rec["cells"]["baseline"]["settings"]["decode.beam"] = beam + 1  # decoded otherwise
+    (other / "study.json").write_text(json.dumps(rec))
+    refused(["len4-tag"], f"cell 'baseline' .*decode.beam: recorded {beam + 1}", other)
+    rec["cells"]["baseline"]["settings"]["decode.beam"] = beam
     (other / "study.json").write_text(json.dumps(rec))
     os.remove(other / "cells" / "rel8" / "evaluate" / "manifest.json")
     refused(["rel8"], "not finished there", other)
