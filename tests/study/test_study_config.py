@@ -242,3 +242,19 @@ def test_status_names_the_cells_a_live_run_left_out(ws):
     assert state["rel8"] == "pending (not in the live run's --cell list)"
     holder, rows = study_status(config, out)  # no live run: nothing is "left out"
     assert holder is None and {r["state"] for r in rows} == {"pending"}
+
+
+def test_the_overlap_script_cuts_the_test_set_by_the_data_alone():
+    """scripts/test_overlap.py: 'unseen' drops lines whose source is a training source,
+    'dedup' keeps each (source, reference) pair's first line."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "test_overlap", os.path.join(ROOT, "scripts", "test_overlap.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    src = ["a", "b", "a", "c", "a", "d"]
+    ref = ["A", "B", "A", "C", "X", "D"]
+    got = mod.subsets(src, ref, train_src={"b", "d", "zz"})
+    assert got == {"all": [0, 1, 2, 3, 4, 5], "unseen": [0, 2, 3, 4],
+                   "dedup": [0, 1, 3, 4, 5], "dedup-unseen": [0, 3, 4]}
