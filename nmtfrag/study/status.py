@@ -61,7 +61,7 @@ def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool,
         cpu += running.get("cpu_seconds", 0.0)  # killed outright: its last saved figure
     done = [s.name for s in plan.steps if s.done]
     if plan.done:
-        what = "done" + (" (imported: `study report` names its machine)"
+        what = "done" + (f" (imported; ran on {_devices(state[IMPORTED])})"
                          if state.get(IMPORTED) else "")
     elif alive:
         what = f"running: {running['step']}"
@@ -79,9 +79,17 @@ def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool,
     if live and not in_run and not plan.done:
         what += " (not in the live run's --cell list)"
     return {"cell": plan.cell, "approach": plan.approach, "state": what,
+            "imported": bool(state.get(IMPORTED)),
             "steps_done": f"{len(done)}/{len(plan.steps)}", "cpu_hours": cpu / 3600,
             "progress": (training_progress(paths, plan.cell, config)
                          if plan.cell != BASELINE else None)}
+
+
+def _devices(imported: dict[str, Any]) -> str:
+    """'cuda (NVIDIA H100 80GB HBM3)': where an imported cell ran."""
+    seen = dict.fromkeys(m["device"] + (f" ({m['gpu']})" if m.get("gpu") else "")
+                         for m in imported.get("machines") or ())
+    return ", ".join(seen) or "an unrecorded machine"
 
 
 def study_status(config: StudyConfig, out: str) -> tuple[int | None, list[dict[str, Any]]]:
@@ -104,6 +112,9 @@ def render(out: str, holder: int | None, rows: list[dict[str, Any]]) -> str:
         extra = f"; {r['progress']}" if r["progress"] else ""
         lines.append(f"  {r['cell']:<{width}}  {r['steps_done']:>5} steps  "
                      f"{r['cpu_hours']:6.2f} CPU h  {r['state']}{extra}")
-    total = sum(r["cpu_hours"] for r in rows)
-    lines.append(f"  total {total:.2f} CPU h")
+    total = sum(r["cpu_hours"] for r in rows if not r.get("imported"))
+    elsewhere = sum(r["cpu_hours"] for r in rows if r.get("imported"))
+    lines.append(f"  total {total:.2f} CPU h" + (f" here (imported cells: {elsewhere:.2f} "
+                                                 f"CPU h on their machines)" if elsewhere
+                                                 else ""))
     return "\n".join(lines)

@@ -319,3 +319,10 @@ def test_finished_cells_of_another_study_import_with_their_machine(study, tmp_pa
     md = (out / "report" / "report.md").read_text()
     assert "| len4-tag† |" in md and "† len4-tag, rel8: imported from another study" in md
     assert not [p for p in os.listdir(out / "cells") if p.startswith(".tmp")]
+    from nmtfrag.study.status import render, study_status
+
+    _, status = study_status(config, str(out))
+    shown = render(str(out), None, status)
+    assert "done (imported; ran on cpu)" in shown
+    here = sum(r["cpu_hours"] for r in status if not r["imported"])
+    assert f"total {here:.2f} CPU h here (imported cells: " in shown
