@@ -33,6 +33,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, cast
 
+from . import exposure_stats
 from ..errors import InputError
 from ..fileio import public_name
 from ..fileio import MANIFEST, atomic_writer, prepare_output_dir, read_json, sha256_file, \
@@ -188,6 +189,8 @@ def collect(spec: dict, base: str) -> tuple[list[dict], dict[str, str]]:
                         row["release_contents"] = rep["release"]["contents"]
                 elif field == "exposure":
                     row["exposure"] = rep["summary_by_repeats"]
+                    row["exposure_canaries"] = exposure_stats.canaries_by_repeats(rep)
+                    row["exposure_canary_set"] = exposure_stats.canary_set_digest(rep)
                 elif field == "membership":
                     row["membership"] = {"auc": rep["auc"],
                                          "tpr_at_1pct_fpr": rep["tpr_at_1pct_fpr"],
@@ -526,6 +529,7 @@ def render_markdown(title: str, rows: Sequence[dict]) -> str:
               "chains; each the most any attack mode that was run (conservative, greedy) "
               "achieved. ε: (ε, δ)-DP of the training run where defined.",
               ""]
+    lines += exposure_markdown(rows)
     held = [(r["name"], r["release_contents"]) for r in rows if r.get("release_contents")]
     if held:
         from ..data.stats import release_markdown
@@ -536,6 +540,36 @@ def render_markdown(title: str, rows: Sequence[dict]) -> str:
         lines += ["## What the table shows", ""] + [f"- {n}" for n in notes] + [""]
     lines += ["![privacy-utility](privacy_utility.png)", ""]
     return "\n".join(lines)
+
+
+def exposure_markdown(rows: Sequence[dict]) -> list[str]:
+    """The canary exposures with their 95% intervals, and each run's paired difference
+    from the full-sentence run: whether the canaries suffice to tell the runs apart."""
+    _, full = reference_rows(rows)
+    iv = exposure_stats.exposure_intervals(rows, full)
+    repeats = sorted({r for by_r in iv.values() for r in by_r}, key=int)
+    if not repeats:
+        return []
+    lines = ["## Canary exposure with its spread", "",
+             "| run | " + " | ".join(f"r={r}" for r in repeats) + " |",
+             "|---|" + "---|" * len(repeats)]
+    for name, by_r in iv.items():
+        cells = []
+        for r in repeats:
+            c = by_r.get(r)
+            text = "–" if c is None else f"{c['mean']:.2f} [{c['low']:.2f}, {c['high']:.2f}]"
+            if c is not None and "diff" in c:
+                text += f"; Δ {c['diff']:+.2f} [{c['diff_low']:+.2f}, {c['diff_high']:+.2f}]"
+            cells.append(text)
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "Mean exposure (bits) of the canaries planted r times, with its 95% "
+              "percentile-bootstrap interval over those canaries "
+              f"({exposure_stats.SAMPLES:,} resamples)"
+              + (f"; Δ: the mean difference from {full['name']}, paired canary by canary "
+                 "(the same planted canaries), with its interval" if full else "")
+              + ". An interval across 0 means these canaries cannot tell the two apart.",
+              ""]
+    return lines
 
 
 LENGTH_DROP = 0.05  # a length ratio this far below the baseline's is named
@@ -586,11 +620,30 @@ def table_notes(rows: Sequence[dict]) -> list[str]:
     if rebuilt:
         notes.append(f"Target {order}-grams rebuilt (one order for every release: no "
                      f"fragment of any holds one): " + ", ".join(rebuilt) + ".")
+    notes += exposure_notes(rows, full)
     leaked = [r["name"] for r in rows if any(
         v.get("extracted") for k, v in (r.get("exposure") or {}).items() if int(k) > 0)]
     if leaked:
         notes.append("A planted canary's secret is output verbatim by: "
                      + ", ".join(leaked) + ".")
+    return notes
+
+
+def exposure_notes(rows: Sequence[dict], full: dict | None) -> list[str]:
+    """Per planted repeat count: which runs' canary exposure lies below the
+    full-sentence run's (paired interval under 0), and which its canaries cannot tell
+    apart from it."""
+    if full is None:
+        return []
+    iv = exposure_stats.exposure_intervals(rows, full)
+    notes = []
+    for k in sorted({r for by_r in iv.values() for r, c in by_r.items() if "diff" in c},
+                    key=int):
+        below, unclear = exposure_stats.separable(iv, k)
+        times = "once" if k == "1" else f"{k} times"
+        notes.append(f"Canaries planted {times}: exposure below {full['name']}'s (paired "
+                     f"95% interval under 0): {', '.join(below) or 'none'}; not told "
+                     f"apart from it: {', '.join(unclear) or 'none'}.")
     return notes
 
 
