@@ -245,12 +245,12 @@ def test_status_names_the_cells_a_live_run_left_out(ws):
 
 
 def test_the_overlap_script_cuts_the_test_set_by_the_data_alone():
-    """scripts/test_overlap.py: 'unseen' drops lines whose source is a training source,
-    'dedup' keeps each (source, reference) pair's first line."""
+    """scripts/rescore_without_overlap.py: 'unseen' drops lines whose source is a
+    training source, 'dedup' keeps each (source, reference) pair's first line."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "test_overlap", os.path.join(ROOT, "scripts", "test_overlap.py"))
+        "rescore_without_overlap", os.path.join(ROOT, "scripts", "rescore_without_overlap.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     src = ["a", "b", "a", "c", "a", "d"]

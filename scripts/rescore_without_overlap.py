@@ -3,7 +3,7 @@
 taught it by heart: is a cell's gain (and its share of the full-sentence gain) carried by
 test lines that also occur in train, or by the test set's repeated lines?
 
-usage: python3 scripts/test_overlap.py CONFIG --study OUT --out DIR
+usage: python3 scripts/rescore_without_overlap.py CONFIG --study OUT --out DIR
 
 Subsets of the config's test set (line numbers from the data alone, not from any output):
   all           every line, as the study's report scores them
