@@ -58,9 +58,14 @@ def main() -> int:
     d, paths = config.data, Paths(args.study)
     src, ref = d.files(d.test)
     test_src, test_ref = read_lines(src), read_lines(ref)
+    if config.decode.test_lines:  # the study scored (and its hyp.txt holds) these only
+        test_src, test_ref = (test_src[:config.decode.test_lines],
+                              test_ref[:config.decode.test_lines])
     train_src = set(read_lines(d.files(d.train)[0]))
     names = [n for n in [BASELINE] + [c.name for c in config.cells]
              if os.path.isfile(os.path.join(paths.step(n, EVALUATE), "manifest.json"))]
+    if BASELINE not in names:
+        sys.exit(f"error: {args.study}: its baseline is not evaluated yet")
     full = config.full_sentence_cell if config.full_sentence_cell in names else None
     bleu: dict[tuple[str, str], float] = {}
     for sub, lines in subsets(test_src, test_ref, train_src).items():
@@ -90,8 +95,8 @@ def main() -> int:
         cells = []
         for name in names:
             text = f"{bleu[sub, name]:.2f}"
-            if full and name not in (BASELINE, full):
-                gain = bleu[sub, full] - bleu[sub, BASELINE]
+            gain = bleu[sub, full] - bleu[sub, BASELINE] if full else 0.0
+            if gain > 0 and name not in (BASELINE, full):  # no share of no gain
                 text += f" ({100 * (bleu[sub, name] - bleu[sub, BASELINE]) / gain:.0f}%)"
             cells.append(text)
         print(f"| {sub} | {counts[sub]} | " + " | ".join(cells) + " |")

@@ -639,12 +639,20 @@ def exposure_notes(rows: Sequence[dict], full: dict | None) -> list[str]:
     notes = []
     for k in sorted({r for by_r in iv.values() for r, c in by_r.items() if "diff" in c},
                     key=int):
-        below, unclear = exposure_stats.separable(iv, k)
+        below, unclear, above = exposure_stats.separable(iv, k)
         times = "once" if k == "1" else f"{k} times"
         notes.append(f"Canaries planted {times}: exposure below {full['name']}'s (paired "
                      f"95% interval under 0): {', '.join(below) or 'none'}; not told "
-                     f"apart from it: {', '.join(unclear) or 'none'}.")
+                     f"apart from it: {', '.join(unclear) or 'none'}"
+                     + (f"; above it: {', '.join(above)}" if above else "") + ".")
     return notes
+
+
+def shareable(row: dict) -> dict:
+    """A row as report.json keeps it: without the per-canary exposures and the canary
+    set's digest, which serve the intervals only (an enumerated canary's exposure is its
+    secret's exact rank under the model)."""
+    return {k: v for k, v in row.items() if k not in exposure_stats.ROW_KEYS}
 
 
 def compare_runs(runs_yaml: str, out: str, overwrite: bool = False) -> dict:
@@ -653,7 +661,8 @@ def compare_runs(runs_yaml: str, out: str, overwrite: bool = False) -> dict:
     rows, inputs = collect(spec, base)
     out = prepare_output_dir(out, overwrite, inputs=[runs_yaml], kind="nmtfrag-comparison")
     title = str(spec.get("title", "comparison"))
-    report = {"kind": "nmtfrag-comparison", "title": title, "runs": rows}
+    report = {"kind": "nmtfrag-comparison", "title": title,
+              "runs": [shareable(r) for r in rows]}
     write_json(os.path.join(out, "report.json"), report)
     with atomic_writer(os.path.join(out, "report.md")) as f:
         f.write(render_markdown(title, rows))

@@ -17,6 +17,8 @@ import numpy as np
 
 SAMPLES = 2000
 SEED = 0
+MIN_CANARIES = 5  # fewer: a percentile interval of a handful says little, none is given
+ROW_KEYS = ("exposure_canaries", "exposure_canary_set")  # in memory only, never written
 
 
 def canaries_by_repeats(report: dict) -> dict[str, dict[str, float]]:
@@ -52,8 +54,9 @@ def mean_interval(values: Sequence[float], rng: np.random.Generator
 def exposure_intervals(rows: Sequence[dict], reference: dict | None
                        ) -> dict[str, dict[str, dict[str, Any]]]:
     """{run: {repeats: {mean, low, high[, diff, diff_low, diff_high]}}} for every planted
-    repeat count (r > 0) with at least two canaries; diff*: the paired mean difference
-    against `reference` (the full-sentence run) where both audited the same canaries."""
+    repeat count (r > 0) with at least MIN_CANARIES canaries; diff*: the paired mean
+    difference against `reference` (the full-sentence run) where both audited the same
+    canaries. Intervals are per comparison (no correction for the many in a report)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     ref = (reference or {}).get("exposure_canaries") or {}
     for row in rows:
@@ -61,13 +64,13 @@ def exposure_intervals(rows: Sequence[dict], reference: dict | None
         paired = (reference is not None and row is not reference and
                   row.get("exposure_canary_set") == reference.get("exposure_canary_set"))
         for r, exp in by_r.items():
-            if int(r) <= 0 or len(exp) < 2:
+            if int(r) <= 0 or len(exp) < MIN_CANARIES:
                 continue
             rng = np.random.default_rng([SEED, int(r)])
             mean, lo, hi = mean_interval(list(exp.values()), rng)
             cell: dict[str, Any] = {"mean": mean, "low": lo, "high": hi, "n": len(exp)}
             common = sorted(set(exp) & set(ref.get(r) or {}))
-            if paired and len(common) >= 2:
+            if paired and len(common) >= MIN_CANARIES:
                 d = [exp[k] - ref[r][k] for k in common]
                 cell["diff"], cell["diff_low"], cell["diff_high"] = mean_interval(d, rng)
             out.setdefault(row["name"], {})[r] = cell
@@ -75,16 +78,16 @@ def exposure_intervals(rows: Sequence[dict], reference: dict | None
 
 
 def separable(intervals: dict[str, dict[str, dict[str, Any]]], repeats: str
-              ) -> tuple[list[str], list[str]]:
+              ) -> tuple[list[str], list[str], list[str]]:
     """(runs whose exposure at `repeats` lies below the reference's, paired interval
-    under 0; runs the canaries cannot tell from it, interval across 0)."""
-    below, unclear = [], []
+    under 0; runs the canaries cannot tell from it, interval across 0; runs above it)."""
+    below: list[str] = []
+    unclear: list[str] = []
+    above: list[str] = []
     for name, by_r in intervals.items():
         c = by_r.get(repeats) or {}
         if "diff" not in c:
             continue
-        if c["diff_high"] < 0:
-            below.append(name)
-        elif c["diff_low"] <= 0:
-            unclear.append(name)
-    return below, unclear
+        (below if c["diff_high"] < 0 else unclear if c["diff_low"] <= 0 else above
+         ).append(name)
+    return below, unclear, above

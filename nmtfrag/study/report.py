@@ -256,7 +256,8 @@ def write_report(config: StudyConfig, out: str) -> list[dict[str, Any]]:
     rows = collect_rows(config, out)
     os.makedirs(paths.report, exist_ok=True)
     write_json(os.path.join(paths.report, "report.json"),
-               {"kind": "nmtfrag-study-report", "title": config.title, "rows": rows,
+               {"kind": "nmtfrag-study-report", "title": config.title,
+                "rows": [compare.shareable(r) for r in rows],
                 "pending": pending_cells(config, rows)})
     with atomic_writer(os.path.join(paths.report, "report.md")) as f:
         f.write(render_markdown(config, rows, read_machines(paths)))
@@ -307,7 +308,8 @@ def render_markdown(config: StudyConfig, rows: list[dict],
     seen = list(dict.fromkeys(machine_text(m) for m in runs or ()))
     if seen:
         lines += ["Ran on: " + "; then ".join(seen) + ".", ""]
-    for where in dict.fromkeys("; then ".join(r["ran_on"]) for r in rows if r.get("ran_on")):
+    for where in dict.fromkeys("; then ".join(r["ran_on"]) for r in rows
+                               if r.get("ran_on") is not None):
         names = [r["name"] for r in rows if "; then ".join(r.get("ran_on") or ()) == where]
         lines += [f"† {', '.join(names)}: imported from another study directory with the "
                   f"same recorded settings and the same baseline output (`nmtfrag study "

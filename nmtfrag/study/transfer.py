@@ -105,19 +105,28 @@ def machines_of(paths: Paths, name: str) -> list[dict[str, Any]]:
 
 
 def _copy_cell(here: Paths, there: Paths, name: str, replaced: list[str]) -> str:
-    """Copy the cell beside its place, then swap it in (a kill leaves the old cell or the
-    new one, and at most a temp dir whose name starts with '.tmp-')."""
+    """Copy the cell beside its place, then move it in. A failed copy leaves nothing; a
+    kill between the two renames at the end leaves the cell absent (its unfinished steps
+    here, in a dir named '.tmp-import-…', start afresh on the next run)."""
     cells_dir = os.path.dirname(here.cell(name))
     os.makedirs(cells_dir, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".tmp-import-{name}-", dir=cells_dir)
     staged = os.path.join(tmp, name)
-    shutil.copytree(there.cell(name), staged, symlinks=False)
     machines = machines_of(there, name)
-    state_file = os.path.join(staged, "state.json")
-    state = read_json(state_file) if os.path.isfile(state_file) else {"steps": {}}
-    state[IMPORTED] = {"from": there.out, "machines": machines,
-                       "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    write_json(state_file, state)
+    try:
+        shutil.copytree(there.cell(name), staged, symlinks=False)
+        state_file = os.path.join(staged, "state.json")
+        state = read_json(state_file) if os.path.isfile(state_file) else {"steps": {}}
+        state[IMPORTED] = {"from": there.out, "machines": machines,
+                           "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        write_json(state_file, state)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, shutil.Error):  # copytree gathers its failures in one
+            raise InputError(f"{there.cell(name)}: could not be copied into {cells_dir} "
+                             f"({len(exc.args[0])} file(s) failed, e.g. "
+                             f"{exc.args[0][0][2]}); nothing was imported") from None
+        raise
     old = here.cell(name)
     if os.path.exists(old):
         os.replace(old, os.path.join(tmp, ".replaced"))

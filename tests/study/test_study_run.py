@@ -104,6 +104,9 @@ def test_every_cell_is_in_the_report_with_its_labels(study):
     assert rows["rel8"]["privacy"].startswith("(ε = 8, δ = 0.001) of the release")
     assert rows["rel8"]["epsilon"] == pytest.approx(8, rel=1e-3)
     assert rows["rel8"]["ended"].startswith("fixed plan (2 passes")
+    from nmtfrag.audit.exposure_stats import ROW_KEYS  # per-canary figures stay in memory
+
+    assert not [k for r in rows.values() for k in ROW_KEYS if k in r]
     md = (out / "report" / "report.md").read_text()
     assert "seeded: not private" in md and "(ε = 8, δ = 0.001) of the release" in md
     # non-private cells: early stopped on validation or at their cap, with their figures
