@@ -308,13 +308,15 @@ def render_markdown(config: StudyConfig, rows: list[dict],
     seen = list(dict.fromkeys(machine_text(m) for m in runs or ()))
     if seen:
         lines += ["Ran on: " + "; then ".join(seen) + ".", ""]
-    for where in dict.fromkeys("; then ".join(r["ran_on"]) for r in rows
-                               if r.get("ran_on") is not None):
-        names = [r["name"] for r in rows if "; then ".join(r.get("ran_on") or ()) == where]
+    imported: dict[tuple[str, ...], list[str]] = {}  # where they ran: the cells
+    for r in rows:
+        if r.get("ran_on") is not None:
+            imported.setdefault(tuple(r["ran_on"]), []).append(r["name"])
+    for where, names in imported.items():
         lines += [f"† {', '.join(names)}: imported from another study directory with the "
                   f"same recorded settings and the same baseline output (`nmtfrag study "
-                  f"import`); ran on: {where or 'an unrecorded machine'}. Their CPU h are "
-                  f"that machine's.", ""]
+                  f"import`); ran on: {'; then '.join(where) or 'an unrecorded machine'}. "
+                  f"Their CPU h are that machine's.", ""]
     if not rows:
         return "\n".join(lines + ["No cell has been evaluated yet.", ""])
     test_lines = {r.get("test_lines") for r in rows}
@@ -328,7 +330,8 @@ def render_markdown(config: StudyConfig, rows: list[dict],
     lines += ["## Utility and cost", "", "| " + " | ".join(head) + " |",
               "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["name"] + ("†" if r.get("ran_on") is not None else ""), r["approach"], _f(r.get("bleu")) + _star(r.get("p_bleu")),
+        dagger = "†" if r.get("ran_on") is not None else ""
+        cells = [r["name"] + dagger, r["approach"], _f(r.get("bleu")) + _star(r.get("p_bleu")),
                  _f(r.get("chrf"), "{:.1f}") + _star(r.get("p_chrf")),
                  _f(r.get("length_ratio"), "{:.3f}"), _share(r),
                  _f(r.get("p_bleu_vs_full"), "{:.3f}"), r.get("ended") or "–",
