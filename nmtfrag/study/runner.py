@@ -3,8 +3,9 @@
 Order: the settings check (nothing runs if a recorded cell changed); the canaries; the
 baseline's evaluation and the first report (before any training); the phrase releases,
 one after another (they share the first one's alignment); then the cells, `jobs` at a
-time (a DP release in its cell's turn, one at a time: they share the public aligner), each with its share of the threads, the report rewritten after every finished
-cell. A step whose output holds a manifest.json is skipped, a killed training step
+time (a DP release in its cell's turn, one at a time: they share the public aligner),
+each with its share of the threads, the report rewritten after every finished cell. A
+step whose output holds a manifest.json is skipped, a killed training step
 resumes from its saved state, any other unfinished step starts again. One study process
 holds OUT's lock (the kernel's flock: a killed run leaves none behind); steps die with it
 (nmtfrag.study.child).
