@@ -32,9 +32,14 @@ def note_machine(paths: Paths, machine: Machine, jobs: int, per_job: int,
     return entry
 
 
+def device_text(m: dict) -> str:
+    """'cuda (NVIDIA H100 80GB HBM3)' or 'cpu': where a run trained."""
+    return m["device"] + (f" ({m['gpu']})" if m.get("gpu") else "")
+
+
 def machine_text(m: dict) -> str:
     """One line: device (GPU name), where decoding ran, CPUs, jobs × threads."""
-    where = f"{m['device']}" + (f" ({m['gpu']})" if m.get("gpu") else "")
+    where = device_text(m)
     if m.get("decode_device") not in (None, m["device"]):
         where += f", decoding on {m['decode_device']}"
     return (f"{where}; {m['cpus']} CPUs, {m['jobs']} job(s) × {m['threads_per_job']} "

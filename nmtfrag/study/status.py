@@ -13,7 +13,7 @@ from typing import Any
 from .config import BASELINE, StudyConfig
 from .plan import FINETUNE, CellPlan, Paths, Planner
 from ..fileio import output_lock_holder
-from .machine import read_machines
+from .machine import device_text, read_machines
 from .state import cpu_of_live, read_state, resumable
 from .transfer import IMPORTED
 
@@ -87,8 +87,7 @@ def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool,
 
 def _devices(imported: dict[str, Any]) -> str:
     """'cuda (NVIDIA H100 80GB HBM3)': where an imported cell ran."""
-    seen = dict.fromkeys(m["device"] + (f" ({m['gpu']})" if m.get("gpu") else "")
-                         for m in imported.get("machines") or ())
+    seen = dict.fromkeys(device_text(m) for m in imported.get("machines") or ())
     return ", ".join(seen) or "an unrecorded machine"
 
 

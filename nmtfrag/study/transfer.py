@@ -21,9 +21,9 @@ from ..errors import InputError
 from ..fileio import (lock_output_dir, read_json, release_output_lock, sha256_file,
                       write_json)
 from .config import BASELINE, StudyConfig
-from .machine import read_machines
+from .machine import machine_text, read_machines
 from .plan import EVALUATE, Paths, Planner
-from .record import differences, read_record, settings_now
+from .record import check_and_record, differences, read_record, settings_now
 from .state import read_state
 
 IMPORTED = "imported"  # the state.json key an imported cell carries
@@ -64,10 +64,7 @@ def import_cells(config: StudyConfig, out: str, source: str, cells: list[str]
                 raise InputError(f"{out}: cell {name!r} is finished here already; "
                                  f"nothing is replaced")
             replaced[name] = [s.name for s in plan_here.steps if os.path.isdir(s.out)]
-        if not rec_here["cells"].keys() >= set(cells):  # record what this study now holds
-            from .record import check_and_record
-
-            check_and_record(config, here.record, {n: now[n] for n in cells})
+        check_and_record(config, here.record, {n: now[n] for n in cells})  # now held here
         return [_copy_cell(here, there, name, replaced[name]) for name in cells]
     finally:
         release_output_lock(here.out)
@@ -132,8 +129,6 @@ def _copy_cell(here: Paths, there: Paths, name: str, replaced: list[str]) -> str
         os.replace(old, os.path.join(tmp, ".replaced"))
     os.replace(staged, old)
     shutil.rmtree(tmp, ignore_errors=True)
-    from .machine import machine_text
-
     ran = "; ".join(dict.fromkeys(machine_text(m) for m in machines)) or "an unrecorded machine"
     return (f"{name}: imported from {there.out} (ran on {ran})"
             + (f"; discarded its unfinished steps here: {', '.join(replaced)}" if replaced
