@@ -75,7 +75,8 @@ def _add_input_output(io: opt.OptionGroup) -> None:
                          "this flag decides (the model's shape must not reveal the data)")
     opt.add_overwrite(io, "replace a finished or interrupted run in --out")
     io.add_argument("--resume", action="store_true",
-                    help="continue an interrupted run in --out from its last checkpoint "
+                    help="continue an interrupted run in --out from its last checkpoint, saved "
+                         "at each epoch's end and at least every 15 minutes of training "
                          "(with --dp: from its last saved state, see --dp-save-every; the "
                          "same settings are required); where the run saved nothing yet, "
                          "start it from the beginning, and say so")

@@ -28,9 +28,11 @@ checkpoint becomes OUT/model.pt, so the budget and the kept checkpoint depend on
 training data and fixed settings only (for a DP release: nothing outside its ε).
 
 A run killed half-way is continued with `FineTuneJob.resume` from OUT/checkpoints/checkpoint_last.pt
-(optimizer, scheduler, data iterator and meters restored by fairseq). A run stopped by
-SIGINT or SIGTERM says which checkpoint OUT keeps (fairseq saves one at the end of each
-epoch, or every --validate-every updates), or that it keeps none yet.
+(optimizer, scheduler, data iterator and meters restored by fairseq). fairseq saves it at
+the end of each epoch (or every --validate-every updates); on top of that checkpoint_last.pt
+is saved every RESUME_POINT_SECONDS of training, mid-epoch too, so a killed run loses at
+most that much (an epoch of EMEA phrases is over an hour on a 2-core CPU). A run stopped
+by SIGINT or SIGTERM says which checkpoint OUT keeps, or that it keeps none yet.
 """
 from __future__ import annotations
 
@@ -95,6 +97,9 @@ def _model_arg_names(arch):
 
 # an epoch interval no run reaches: turns fairseq's per-epoch validation and saving off
 EPOCHS_OUT_OF_REACH = 10 ** 9
+# save checkpoint_last.pt at least this often (training seconds), mid-epoch too: a resume
+# point that neither validates nor counts for early stopping (the DP track's SAVE_SECONDS)
+RESUME_POINT_SECONDS = 900
 
 
 def fairseq_train_argv(bin_dir: str, save_dir: str, init_ckpt: str, arch: str, *,
@@ -296,14 +301,15 @@ def run_fairseq_train(cfg: DictConfig, trained: TrainableSet | None = None,
 def train_main_with_atomic_copies(cfg: DictConfig, trained: TrainableSet | None = None,
                                    stop_early: dict | None = None,
                                    **kwargs: object) -> object:
-    """fairseq_cli.train.main, with checkpoint copies made atomic (and, with `trained`,
-    only that parameter set trained: fairseq's optimizer skips frozen parameters).
+    """fairseq_cli.train.main, with checkpoint copies made atomic, a resume point every
+    RESUME_POINT_SECONDS (ResumePoints) and (with `trained`) only that parameter set
+    trained: fairseq's optimizer skips frozen parameters.
 
-    Why: fairseq saves a checkpoint once (atomically) and then `PathManager.copy`s it to
-    the other names, checkpoint_last.pt included, with a plain `shutil.copyfile` that
-    truncates and rewrites the file in place at every save. A run killed during that copy
-    leaves a truncated checkpoint_last.pt, and `--resume` cannot continue. Module-level,
-    so fairseq's spawned GPU workers import it and get the same fix.
+    Why atomic: fairseq saves a checkpoint once (atomically) and then `PathManager.copy`s
+    it to the other names, checkpoint_last.pt included, with a plain `shutil.copyfile`
+    that truncates and rewrites the file in place at every save. A run killed during that
+    copy leaves a truncated checkpoint_last.pt, and `--resume` cannot continue.
+    Module-level, so fairseq's spawned GPU workers import it and get the same fix.
     """
     from fairseq.file_io import PathManager
     from fairseq.tasks.translation import TranslationTask
@@ -313,13 +319,17 @@ def train_main_with_atomic_copies(cfg: DictConfig, trained: TrainableSet | None 
     plain_copy = PathManager.__dict__["copy"]
     plain_build = TranslationTask.__dict__["build_model"]
     plain_save = Trainer.__dict__["save_checkpoint"]
+    plain_validate_and_save = fs_train.validate_and_save
     PathManager.copy = staticmethod(atomic_copy)
     restore_stop_early(fs_train, stop_early)
+    points = ResumePoints(RESUME_POINT_SECONDS)
 
     def save_checkpoint(self, filename, extra_state):
+        points.saved()
         return plain_save(self, filename, {**extra_state,
                                            STOP_EARLY: stop_early_state(fs_train)})
     Trainer.save_checkpoint = save_checkpoint
+    fs_train.validate_and_save = points.wrap(plain_validate_and_save)
     if trained is not None:
         def build_model(self, *args, **kw):
             from .trainable import apply
@@ -335,6 +345,47 @@ def train_main_with_atomic_copies(cfg: DictConfig, trained: TrainableSet | None 
         PathManager.copy = plain_copy
         TranslationTask.build_model = plain_build
         Trainer.save_checkpoint = plain_save
+        fs_train.validate_and_save = plain_validate_and_save
+
+
+class ResumePoints:
+    """checkpoint_last.pt saved every `seconds` since fairseq's (or our) last save, after
+    an update that fairseq neither saves nor ends training at (an epoch's end is fairseq's).
+
+    Why: fairseq saves at an epoch's end (or every --validate-every updates, validating
+    each time, which early stopping counts); an epoch of EMEA phrases is over an hour on a
+    2-core CPU, and a kill lost all of it. The point is saved with no validation loss: it
+    changes neither the kept checkpoint nor the early-stopping count (its extra state
+    carries the count; fairseq's dropout seed is the seed + updates and its data iterator
+    resumes mid-epoch), so a run resumed from it trains as the uninterrupted one would.
+    Only the process that saves checkpoints saves it, so each rank decides alone: not
+    with sharded optimizer state (FSDP, ZeRO), whose saves are collective."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.last = time.monotonic()
+
+    def saved(self) -> None:
+        self.last = time.monotonic()
+
+    def due(self) -> bool:
+        return time.monotonic() - self.last >= self.seconds
+
+    def wrap(self, validate_and_save):
+        """fairseq_cli.train.validate_and_save, then a resume point when one is due."""
+        from fairseq import checkpoint_utils
+
+        def with_resume_point(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch):
+            valid_losses, should_stop = validate_and_save(cfg, trainer, task, epoch_itr,
+                                                          valid_subsets, end_of_epoch)
+            if (self.due() and not (end_of_epoch or should_stop)
+                    and trainer.should_save_checkpoint_on_current_rank
+                    and not trainer.is_fsdp
+                    and cfg.distributed_training.zero_sharding == "none"):
+                checkpoint_utils.save_checkpoint(cfg.checkpoint, trainer, epoch_itr, None)
+                self.saved()  # also where the save wrote nothing (--no-save)
+            return valid_losses, should_stop
+        return with_resume_point
 
 
 # fairseq keeps its early-stopping count (the best validation loss, and the validations
@@ -699,9 +750,10 @@ def interruption_note(dirs: RunDirs, shown: str, saved: str | None = None) -> st
         at = f" ({saved})" if saved else ""
         return (f"{shown} keeps the run's last checkpoint{at}, {CKPT}/checkpoint_last.pt; "
                 f"continue with --resume (the same command and options)")
-    return (f"{shown} holds no checkpoint of the run yet (fairseq saves one at the end of "
-            f"each epoch, or every --validate-every updates): run the same command again, "
-            f"without --resume, to start over")
+    return (f"{shown} holds no checkpoint of the run yet (one is saved every "
+            f"{RESUME_POINT_SECONDS // 60} minutes of training, at the end of each epoch, "
+            f"or every --validate-every updates): run the same command again, without "
+            f"--resume, to start over")
 
 
 @dataclass(frozen=True)

@@ -254,6 +254,52 @@ def test_resume_after_kill_continues_from_checkpoint(tiny_model_dir, data, tmp_p
     assert "--reset-optimizer" not in m["fairseq_train_argv"]
 
 
+def test_a_run_killed_mid_epoch_resumes_from_its_resume_point_to_the_same_model(
+        tiny_model_dir, data, tmp_path, monkeypatch):
+    """fairseq saves at an epoch's end only; a resume point (every RESUME_POINT_SECONDS,
+    here every update) lets a run killed mid-epoch continue there, without validating or
+    touching early stopping, and end with the model of the run never killed."""
+    from fairseq.trainer import Trainer
+
+    kw = dict(valid_src=data["valid"][0], valid_tgt=data["valid"][1], max_epochs=2,
+              patience=1, measure_before=False, **FAST)
+    whole = run_finetune(tiny_model_dir, data["train"], str(tmp_path / "whole"), **kw)
+    per_epoch = whole["result"]["num_updates"] // 2
+    assert per_epoch >= 6 and whole["result"]["epochs_completed"] == 2
+
+    out = str(tmp_path / "killed")
+    monkeypatch.setattr(finetune_module, "RESUME_POINT_SECONDS", 0)
+    plain_step, steps = Trainer.train_step, []
+
+    def killed_at(self, samples, *a, **k):  # the kill, half-way through epoch 2
+        if len(steps) == per_epoch + per_epoch // 2:
+            raise KeyboardInterrupt
+        steps.append(1)
+        return plain_step(self, samples, *a, **k)
+
+    monkeypatch.setattr(Trainer, "train_step", killed_at)
+    with pytest.raises(KeyboardInterrupt):
+        run_finetune(tiny_model_dir, data["train"], out, **kw)
+    monkeypatch.setattr(Trainer, "train_step", plain_step)
+    last = load_state(os.path.join(out, "checkpoints", "checkpoint_last.pt"))
+    extra = last["extra_state"]
+    assert last["optimizer_history"][-1]["num_updates"] == len(steps)  # the last update's
+    assert extra["train_iterator"]["epoch"] == 2 and extra["val_loss"] is None
+    assert extra["train_iterator"]["iterations_in_epoch"] == per_epoch // 2
+    # the one validation so far (epoch 1's) is the count the point carries
+    assert extra[finetune_module.STOP_EARLY]["num_runs"] == 0
+    with open(os.path.join(out, "train.log"), encoding="utf-8") as f:
+        assert f.read().count("| valid on") == 1
+
+    resumed = run_finetune(tiny_model_dir, data["train"], out, resume=True, **kw)
+    assert resumed["result"]["num_updates"] == whole["result"]["num_updates"]
+    assert [v["loss"] for v in resumed["result"]["validations_this_run"]] == \
+        [v["loss"] for v in whole["result"]["validations_this_run"]][1:]
+    a = load_state(os.path.join(str(tmp_path / "whole"), "model.pt"))["model"]
+    b = load_state(os.path.join(out, "model.pt"))["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
+
+
 def test_no_validation_trains_the_whole_budget_and_keeps_the_last_checkpoint(
         tiny_model_dir, data, tmp_path):
     """--no-validation: no validation set is read, fairseq validates nothing, the run
@@ -474,8 +520,8 @@ def test_ctrl_c_before_the_first_checkpoint_says_nothing_is_kept(tiny_model_dir,
     capsys.readouterr()
     assert main(_ctrl_c_argv(tiny_model_dir, data, out)) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        f"error: interrupted: {out} holds no checkpoint of the run yet (fairseq saves one at "
-        f"the end of each epoch, or every --validate-every updates): run the same command "
-        f"again, without --resume, to start over")
+        f"error: interrupted: {out} holds no checkpoint of the run yet (one is saved every "
+        f"15 minutes of training, at the end of each epoch, or every --validate-every "
+        f"updates): run the same command again, without --resume, to start over")
     monkeypatch.undo()
     assert main(_ctrl_c_argv(tiny_model_dir, data, out)) == 0  # as the line says
