@@ -192,8 +192,10 @@ def collect(spec: dict, base: str) -> tuple[list[dict], dict[str, str]]:
                     row["exposure_canaries"] = exposure_stats.canaries_by_repeats(rep)
                     row["exposure_canary_set"] = exposure_stats.canary_set_digest(rep)
                 elif field == "membership":
+                    once = (rep.get("by_repeats") or {}).get("once") or {}
                     row["membership"] = {"auc": rep["auc"],
                                          "tpr_at_1pct_fpr": rep["tpr_at_1pct_fpr"],
+                                         "auc_once": once.get("auc"),
                                          "calibrated": "calibrated" in rep}
                 else:
                     tot = rep.get("total", rep)
@@ -493,7 +495,7 @@ def render_markdown(title: str, rows: Sequence[dict]) -> str:
     head = ["run", "approach", "BLEU", "chrF", "len out/ref", "ε"]
     if repeats:  # canary columns only where canaries were measured
         head += [f"exposure r={k}" for k in repeats] + ["extracted (planted)"]
-    head += ["MI AUC", "MI TPR@1%FPR"]
+    head += ["MI AUC", "MI TPR@1%FPR", "MI AUC (pairs seen once)"]
     head += ["pairs rebuilt", "tgt n-grams rebuilt", "longest span (median)"]
     lines = [f"# Comparison: {title}", "", "| " + " | ".join(head) + " |",
              "|" + "---|" * len(head)]
@@ -510,7 +512,8 @@ def render_markdown(title: str, rows: Sequence[dict]) -> str:
             cells += [_f(ex[str(k)]["exposure_mean"]) if str(k) in ex else "–"
                       for k in repeats] + [extracted]
         mi = r.get("membership") or {}
-        cells += [_f(mi.get("auc"), "{:.3f}"), _f(mi.get("tpr_at_1pct_fpr"), "{:.3f}")]
+        cells += [_f(mi.get("auc"), "{:.3f}"), _f(mi.get("tpr_at_1pct_fpr"), "{:.3f}"),
+                  _f(mi.get("auc_once"), "{:.3f}")]
         cells += [_pct(rec.get("pairs_rebuilt_share")),
                   _pct(rec.get("tgt_ngrams_recovered_share")),
                   _f(rec.get("tgt_longest_span_median"), "{}")]
@@ -523,7 +526,9 @@ def render_markdown(title: str, rows: Sequence[dict]) -> str:
                  "canaries whose secret beam search outputs verbatim. " if repeats else "")
               + "MI: loss-threshold "
               "membership inference on training vs held-out pairs (AUC 0.5 = chance; TPR "
-              "at 1% false positives). Pairs rebuilt: share of "
+              "at 1% false positives; held-out pairs that are also training pairs left "
+              "out); pairs seen once: on the members the training data holds once (DP-SGD's "
+              "ε is per occurrence: a pair held k times has only kε). Pairs rebuilt: share of "
               "training sentence pairs the reconstruction attack rebuilds exactly from the "
               "release; n-grams: distinct target n-grams longer than max-len found in its "
               "chains; each the most any attack mode that was run (conservative, greedy) "

@@ -173,9 +173,11 @@ def _add_membership(sub: argparse._SubParsersAction) -> None:
     opt.add_model(mi, "model dir to attack (WMT19 layout)")
     mi.add_argument("--members", required=True, nargs="+", metavar="PATH",
                     help="pairs the model was trained on: a prefix (PREFIX.SRC, PREFIX.TGT) "
-                         "or two files SRC TGT")
+                         "or two files SRC TGT; give the whole training set: the report "
+                         "also splits the members by how often it holds each pair")
     mi.add_argument("--non-members", required=True, nargs="+", metavar="PATH",
-                    help="held-out pairs of the same kind the model never saw")
+                    help="held-out pairs of the same kind the model never saw (any that "
+                         "are also --members pairs are left out, and counted)")
     mi.add_argument("--reference-model", metavar="DIR",
                     help="model for per-pair calibration (e.g. the generic base model)")
     opt.add_out(mi, "output directory")
@@ -310,6 +312,10 @@ def _run_membership(args):
     print(f"nmtfrag audit membership: AUC {rep['auc']:.3f}, TPR at 1% FPR "
           f"{rep['tpr_at_1pct_fpr']:.3f} ({rep['members']} members, {rep['non_members']} "
           f"non-members); report in {args.out}", file=sys.stderr)
+    if rep["non_members_dropped_as_members"]:
+        print(f"nmtfrag audit membership: {rep['non_members_dropped_as_members']} "
+              f"--non-members pair(s) are also --members pairs: left out of the non-members",
+              file=sys.stderr)
     return 0
 
 

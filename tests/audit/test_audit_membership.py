@@ -33,6 +33,37 @@ def test_metrics_match_brute_force(seed):
         assert mi.tpr_at_fpr(pos, neg, fpr) == pytest.approx(brute_tpr(pos, neg, fpr))
 
 
+def test_held_out_pairs_that_are_members_leave_the_non_members():
+    members = [("a", "A"), ("b", "B"), ("a", "A")]
+    held = [("c", "C"), ("a", "A"), ("a", "X"), ("b", "B"), ("d", "D")]
+    kept, dropped = mi.held_out_only(members, held)
+    assert kept == [("c", "C"), ("a", "X"), ("d", "D")] and dropped == 2  # same source,
+    # other target: not a member pair
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_members_split_by_occurrences_match_brute_force(seed):
+    from collections import Counter
+
+    rng = random.Random(seed)
+    train = [(f"s{rng.randint(0, 40)}", "t") for _ in range(200)]
+    counts = Counter(train)
+    sample = rng.sample(train, 60)
+    scores = [rng.random() + 0.3 * (counts[p] > 1) for p in sample]
+    neg = [rng.random() for _ in range(50)]
+    got = mi.by_repeats(counts, sample, scores, neg)
+    once = [s for p, s in zip(sample, scores) if sum(q == p for q in train) == 1]
+    rep = [s for p, s in zip(sample, scores) if sum(q == p for q in train) > 1]
+    assert got["repeated"]["members"] == len(rep) and len(rep) > 0
+    assert got["repeated"]["auc"] == pytest.approx(brute_auc(rep, neg))
+    assert got["repeated"]["tpr_at_1pct_fpr"] == pytest.approx(brute_tpr(rep, neg, 0.01))
+    if once:
+        assert got["once"]["members"] == len(once)
+        assert got["once"]["auc"] == pytest.approx(brute_auc(once, neg))
+    else:
+        assert "once" not in got
+
+
 @pytest.fixture(scope="module")
 def translator(tiny_model_dir):
     from nmtfrag.translate.fairseq_engine import Translator
@@ -66,19 +97,28 @@ def test_attack_on_an_overfit_model_and_cli(tiny_model_dir, tmp_path, capsys):
     from tinymodel import make_corpus, write_parallel
 
     # the tiny model was trained on make_corpus(300, seed=0) (tests/tinymodel.py)
-    members = write_parallel(make_corpus(300, seed=0), str(tmp_path / "members"))
-    heldout = write_parallel(make_corpus(300, seed=99), str(tmp_path / "heldout"))
+    train = make_corpus(300, seed=0)
+    members = write_parallel(train, str(tmp_path / "members"))
+    held = [p for p in make_corpus(300, seed=99) if p not in set(train)][:295]
+    # five training pairs among the held-out ones: members, left out of the non-members
+    heldout = write_parallel(held + train[:5], str(tmp_path / "heldout"))
+    capsys.readouterr()
     assert main(["audit", "membership", "--model", tiny_model_dir, "--members", *members,
                  "--non-members", str(tmp_path / "heldout"), "--pretokenized",
                  "--out", str(tmp_path / "mi")]) == 0
+    assert "5 --non-members pair(s) are also --members pairs" in capsys.readouterr().err
     rep = json.loads((tmp_path / "mi" / "report.json").read_text())
-    assert rep["members"] == rep["non_members"] == 300
+    assert rep["members"] == 300 and rep["non_members"] == len(held) == 295
+    assert rep["non_members_dropped_as_members"] == 5
+    groups = rep["by_repeats"]  # uncalibrated here: the split is of the attack reported
+    assert sum(g["members"] for g in groups.values()) == 300
+    assert groups["once"]["members"] == sum(1 for p in train if train.count(p) == 1)
     assert rep["auc"] > 0.6  # 0.67 measured; under the null its std is ~0.024
     assert rep["mean_loss"]["members"] < rep["mean_loss"]["non_members"]
     assert "AUC" in (tmp_path / "mi" / "report.md").read_text()
     # a finished output has a manifest (written last), so it is not silently replaced
     assert json.loads((tmp_path / "mi" / "manifest.json").read_text())["counts"] == {
-        "members": 300, "non_members": 300}
+        "members": 300, "non_members": 295, "non_members_dropped_as_members": 5}
     capsys.readouterr()
     assert main(["audit", "membership", "--model", tiny_model_dir, "--members", *members,
                  "--non-members", *heldout, "--pretokenized", "--out", str(tmp_path / "mi")]) == 2
