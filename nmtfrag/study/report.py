@@ -26,7 +26,7 @@ from .machine import machine_text, read_machines
 from .plan import (EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEASE, Paths,
                    Planner)
 from .state import read_state
-from .transfer import imported_from
+from .transfer import imported_from, steps_run_here
 
 FULL_APPROACH = "full sentences"  # compare.reference_rows finds the full-sentence row by it
 
@@ -243,6 +243,7 @@ def collect_rows(config: StudyConfig, out: str) -> list[dict[str, Any]]:
         imported = imported_from(paths, row["name"])
         if imported:
             row["ran_on"] = list(dict.fromkeys(machine_text(m) for m in imported["machines"]))
+            row["rerun_here"] = steps_run_here(read_state(paths, row["name"]))
     shares = compare.gain_shares(rows) or {}  # none when the full gain is noise
     for row in rows:
         s = shares.get(row["name"])
@@ -313,10 +314,14 @@ def render_markdown(config: StudyConfig, rows: list[dict],
         if r.get("ran_on") is not None:
             imported.setdefault(tuple(r["ran_on"]), []).append(r["name"])
     for where, names in imported.items():
+        rerun = [f"{r['name']}'s {step}" for r in rows if r["name"] in names
+                 for step in r.get("rerun_here") or ()]
         lines += [f"† {', '.join(names)}: imported from another study directory with the "
                   f"same recorded settings and the same baseline output (`nmtfrag study "
                   f"import`); ran on: {'; then '.join(where) or 'an unrecorded machine'}. "
-                  f"Their CPU h are that machine's.", ""]
+                  f"Their CPU h are that machine's"
+                  + (f", plus steps rerun here: {', '.join(rerun)}" if rerun else "")
+                  + ".", ""]
     if not rows:
         return "\n".join(lines + ["No cell has been evaluated yet.", ""])
     test_lines = {r.get("test_lines") for r in rows}

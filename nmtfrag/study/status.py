@@ -15,7 +15,7 @@ from .plan import FINETUNE, CellPlan, Paths, Planner
 from ..fileio import output_lock_holder
 from .machine import device_text, read_machines
 from .state import cpu_of_live, read_state, resumable
-from .transfer import IMPORTED
+from .transfer import IMPORTED, cpu_seconds_elsewhere
 
 
 def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | None:
@@ -81,6 +81,7 @@ def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool,
     return {"cell": plan.cell, "approach": plan.approach, "state": what,
             "imported": bool(state.get(IMPORTED)),
             "steps_done": f"{len(done)}/{len(plan.steps)}", "cpu_hours": cpu / 3600,
+            "cpu_hours_elsewhere": cpu_seconds_elsewhere(state) / 3600,
             "progress": (training_progress(paths, plan.cell, config)
                          if plan.cell != BASELINE else None)}
 
@@ -111,8 +112,8 @@ def render(out: str, holder: int | None, rows: list[dict[str, Any]]) -> str:
         extra = f"; {r['progress']}" if r["progress"] else ""
         lines.append(f"  {r['cell']:<{width}}  {r['steps_done']:>5} steps  "
                      f"{r['cpu_hours']:6.2f} CPU h  {r['state']}{extra}")
-    total = sum(r["cpu_hours"] for r in rows if not r.get("imported"))
-    elsewhere = sum(r["cpu_hours"] for r in rows if r.get("imported"))
+    elsewhere = sum(r.get("cpu_hours_elsewhere", 0.0) for r in rows)
+    total = sum(r["cpu_hours"] for r in rows) - elsewhere
     lines.append(f"  total {total:.2f} CPU h" + (f" here (imported cells: {elsewhere:.2f} "
                                                  f"CPU h on their machines)" if elsewhere
                                                  else ""))

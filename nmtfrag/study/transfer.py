@@ -11,6 +11,7 @@ cell's unfinished steps here are discarded (the import names them).
 """
 from __future__ import annotations
 
+import calendar
 import os
 import shutil
 import tempfile
@@ -133,6 +134,26 @@ def _copy_cell(here: Paths, there: Paths, name: str, replaced: list[str]) -> str
     return (f"{name}: imported from {there.out} (ran on {ran})"
             + (f"; discarded its unfinished steps here: {', '.join(replaced)}" if replaced
                else ""))
+
+
+def steps_run_here(state: dict[str, Any]) -> list[str]:
+    """The steps of an imported cell that ran in this study: those started after the
+    import (an audit rerun here); [] for a cell that was not imported."""
+    imported = state.get(IMPORTED)
+    if not imported:
+        return []
+    at = calendar.timegm(time.strptime(imported["at"], "%Y-%m-%dT%H:%M:%SZ"))
+    return [name for name, s in (state.get("steps") or {}).items()
+            if s.get("last_started", 0.0) >= at]
+
+
+def cpu_seconds_elsewhere(state: dict[str, Any]) -> float:
+    """CPU seconds of a cell's steps that ran on the machines it was imported from."""
+    if not state.get(IMPORTED):
+        return 0.0
+    here = steps_run_here(state)
+    return sum(s.get("cpu_seconds", 0.0) for name, s in (state.get("steps") or {}).items()
+               if name not in here)
 
 
 def imported_from(paths: Paths, name: str) -> dict[str, Any] | None:

@@ -328,4 +328,18 @@ def test_finished_cells_of_another_study_import_with_their_machine(study, tmp_pa
     shown = render(str(out), None, status)
     assert "done (imported; ran on cpu)" in shown
     here = sum(r["cpu_hours"] for r in status if not r["imported"])
-    assert f"total {here:.2f} CPU h here (imported cells: " in shown
+    elsewhere = sum(r["cpu_hours"] for r in status if r["imported"])
+    assert f"total {here:.2f} CPU h here (imported cells: {elsewhere:.2f} " in shown
+    # a step of an imported cell rerun here after the import (e.g. an audit made
+    # stricter) is this machine's CPU, and the report's footnote names it
+    state_file = out / "cells" / "len4-tag" / "state.json"
+    state = json.loads(state_file.read_text())
+    state["steps"]["evaluate"].update(cpu_seconds=3600.0, last_started=time.time() + 1)
+    state_file.write_text(json.dumps(state))
+    _, status = study_status(config, str(out))
+    moved = next(r for r in status if r["cell"] == "len4-tag")
+    assert moved["cpu_hours_elsewhere"] == pytest.approx(moved["cpu_hours"] - 1.0)
+    assert f"total {here + 1.0:.2f} CPU h here" in render(str(out), None, status)
+    write_report(config, str(out))
+    assert "plus steps rerun here: len4-tag's evaluate." in \
+        (out / "report" / "report.md").read_text()
