@@ -15,8 +15,8 @@ Reported, as Carlini et al. (2022), "Membership Inference Attacks From First Pri
 average). AUC 0.5 means the attack does no better than chance.
 
 Two things keep the figures from understating the leak. A held-out pair that is also a
-training pair is a member, not a non-member (EMEA's test set repeats 45 training pairs in
-a sample of 1,000; counted as non-members they lowered the AUC): such pairs are dropped
+training pair is a member, not a non-member (90 of EMEA's 2,001 test lines are training
+pairs; counted as non-members they lowered the AUC): such pairs are dropped
 from the non-members and counted. And a pair the training data holds k times is learned
 k times; DP-SGD's ε is per occurrence, so k copies have only group privacy (kε): the
 attack is also reported on the members that occur once and on those repeated (EMEA: 76%
