@@ -196,7 +196,11 @@ def collect(spec: dict, base: str) -> tuple[list[dict], dict[str, str]]:
                     row["membership"] = {"auc": rep["auc"],
                                          "tpr_at_1pct_fpr": rep["tpr_at_1pct_fpr"],
                                          "auc_once": once.get("auc"),
-                                         "calibrated": "calibrated" in rep}
+                                         "calibrated": "calibrated" in rep,
+                                         # older audits kept held-out pairs that are
+                                         # also training pairs among the non-members
+                                         "members_left_out":
+                                             "non_members_dropped_as_members" in rep}
                 else:
                     tot = rep.get("total", rep)
                     if "epsilon" not in tot:
@@ -512,7 +516,9 @@ def render_markdown(title: str, rows: Sequence[dict]) -> str:
             cells += [_f(ex[str(k)]["exposure_mean"]) if str(k) in ex else "–"
                       for k in repeats] + [extracted]
         mi = r.get("membership") or {}
-        cells += [_f(mi.get("auc"), "{:.3f}"), _f(mi.get("tpr_at_1pct_fpr"), "{:.3f}"),
+        old = "‡" if mi and not mi.get("members_left_out", True) else ""
+        cells += [_f(mi.get("auc"), "{:.3f}") + old,
+                  _f(mi.get("tpr_at_1pct_fpr"), "{:.3f}") + old,
                   _f(mi.get("auc_once"), "{:.3f}")]
         cells += [_pct(rec.get("pairs_rebuilt_share")),
                   _pct(rec.get("tgt_ngrams_recovered_share")),
@@ -532,7 +538,11 @@ def render_markdown(title: str, rows: Sequence[dict]) -> str:
               "training sentence pairs the reconstruction attack rebuilds exactly from the "
               "release; n-grams: distinct target n-grams longer than max-len found in its "
               "chains; each the most any attack mode that was run (conservative, greedy) "
-              "achieved. ε: (ε, δ)-DP of the training run where defined.",
+              "achieved. ε: (ε, δ)-DP of the training run where defined."
+              + (" ‡: an older membership audit that counted held-out pairs also found in "
+                 "training among the non-members: it understates the attack; rerun it." if any(
+                     (r.get("membership") or {}).get("members_left_out") is False
+                     for r in rows) else ""),
               ""]
     lines += exposure_markdown(rows)
     held = [(r["name"], r["release_contents"]) for r in rows if r.get("release_contents")]
