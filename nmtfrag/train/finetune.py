@@ -157,7 +157,8 @@ def fairseq_train_argv(bin_dir: str, save_dir: str, init_ckpt: str, arch: str, *
         # every N updates *only*: fairseq also validates (and saves) at every epoch end
         # unless the epoch intervals are out of reach, and early stopping counts those
         # validations too (the demo stopped at 75 of 100 updates). A run still validates
-        # and saves at its last update (fairseq's should_stop).
+        # and saves at its last update (fairseq's should_stop; at an epoch cap, through
+        # stop_at_epoch_cap).
         argv += ["--validate-interval-updates", str(validate_every),
                  "--save-interval-updates", str(validate_every),
                  "--validate-interval", str(EPOCHS_OUT_OF_REACH),
@@ -329,7 +330,7 @@ def train_main_with_atomic_copies(cfg: DictConfig, trained: TrainableSet | None 
         return plain_save(self, filename, {**extra_state,
                                            STOP_EARLY: stop_early_state(fs_train)})
     Trainer.save_checkpoint = save_checkpoint
-    fs_train.validate_and_save = points.wrap(plain_validate_and_save)
+    fs_train.validate_and_save = points.wrap(stop_at_epoch_cap(plain_validate_and_save))
     if trained is not None:
         def build_model(self, *args, **kw):
             from .trainable import apply
@@ -348,6 +349,24 @@ def train_main_with_atomic_copies(cfg: DictConfig, trained: TrainableSet | None 
         fs_train.validate_and_save = plain_validate_and_save
 
 
+def stop_at_epoch_cap(validate_and_save):
+    """fairseq_cli.train.validate_and_save, with the last update of a run validating
+    every N updates (--validate-every) that ends at its epoch cap handled as fairseq
+    handles the last one under --max-update: validated and saved.
+
+    Why: such a run puts fairseq's epoch intervals out of reach (fairseq_train_argv), so
+    its last epoch's end neither validated nor saved: the updates since the last multiple
+    of N never reached the kept model, and checkpoint_last.pt was an older save."""
+
+    def with_cap(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch):
+        opt = cfg.optimization
+        if (end_of_epoch and cfg.checkpoint.save_interval_updates > 0 and opt.max_epoch
+                and epoch_itr.epoch >= opt.max_epoch):
+            opt.max_update = trainer.get_num_updates()  # the run ends here anyway
+        return validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch)
+    return with_cap
+
+
 class ResumePoints:
     """checkpoint_last.pt saved every `seconds` since fairseq's (or our) last save, after
     an update that fairseq neither saves nor ends training at (an epoch's end is fairseq's).
@@ -357,7 +376,9 @@ class ResumePoints:
     2-core CPU, and a kill lost all of it. The point is saved with no validation loss: it
     changes neither the kept checkpoint nor the early-stopping count (its extra state
     carries the count; fairseq's dropout seed is the seed + updates and its data iterator
-    resumes mid-epoch), so a run resumed from it trains as the uninterrupted one would.
+    resumes mid-epoch), so a run resumed from it trains as the uninterrupted one would (in
+    fp32: under --fp16 fairseq keeps the loss scale but not its scaler's counters, at any
+    resume).
     Only the process that saves checkpoints saves it, so each rank decides alone: not
     with sharded optimizer state (FSDP, ZeRO), whose saves are collective."""
 

@@ -126,6 +126,25 @@ def test_finetuning_lowers_validation_loss(tiny_model_dir, data, tmp_path):
     validate_model_dir(out)
 
 
+def test_validating_every_n_updates_a_run_ends_at_its_epoch_cap_validated_and_saved(
+        tiny_model_dir, data, tmp_path):
+    """--validate-every N with --max-epochs: the last update (not a multiple of N) is
+    validated and saved like fairseq's --max-update end, so the kept model and the
+    counts include the last epoch's tail."""
+    out = str(tmp_path / "ft")
+    m = run_finetune(tiny_model_dir, data["train"], out, valid_src=data["valid"][0],
+                     valid_tgt=data["valid"][1], max_epochs=2, validate_every=5,
+                     patience=-1, measure_before=False, keep_checkpoints=True, **FAST)
+    r = m["result"]
+    total = r["num_updates"]
+    assert total % 5 and total > 5  # the tail since the last validation is not empty
+    assert [v["num_updates"] for v in r["validations_this_run"]] == \
+        list(range(5, total, 5)) + [total]
+    assert r["epochs_completed"] == 2
+    last = load_state(os.path.join(out, "checkpoints", "checkpoint_last.pt"))
+    assert last["optimizer_history"][-1]["num_updates"] == total
+
+
 def _cli(*args):
     return [sys.executable, "-m", "nmtfrag", "finetune", *args]
 
