@@ -11,7 +11,6 @@ cell's unfinished steps here are discarded (the import names them).
 """
 from __future__ import annotations
 
-import calendar
 import os
 import shutil
 import tempfile
@@ -116,7 +115,11 @@ def _copy_cell(here: Paths, there: Paths, name: str, replaced: list[str]) -> str
         state_file = os.path.join(staged, "state.json")
         state = read_json(state_file) if os.path.isfile(state_file) else {"steps": {}}
         state[IMPORTED] = {"from": there.out, "machines": machines,
-                           "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                           "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           # what each step had cost there: CPU a step adds later
+                           # (a rerun here) is this machine's
+                           "cpu_seconds": {n: st.get("cpu_seconds", 0.0) for n, st in
+                                           (state.get("steps") or {}).items()}}
         write_json(state_file, state)
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -136,24 +139,31 @@ def _copy_cell(here: Paths, there: Paths, name: str, replaced: list[str]) -> str
                else ""))
 
 
+def _cpu_there(state: dict[str, Any]) -> dict[str, float]:
+    """Each step's CPU seconds on the machines an imported cell came from: the import's
+    record of them (an import recorded before it kept one: every step's, as it is)."""
+    imported = state.get(IMPORTED) or {}
+    steps = state.get("steps") or {}
+    there = imported.get("cpu_seconds")
+    if there is None:
+        there = {n: st.get("cpu_seconds", 0.0) for n, st in steps.items()}
+    return {n: min(there.get(n, 0.0), st.get("cpu_seconds", 0.0)) for n, st in steps.items()}
+
+
 def steps_run_here(state: dict[str, Any]) -> list[str]:
-    """The steps of an imported cell that ran in this study: those started after the
-    import (an audit rerun here); [] for a cell that was not imported."""
-    imported = state.get(IMPORTED)
-    if not imported:
+    """The steps of an imported cell that (also) ran in this study after the import, e.g.
+    an audit rerun here; [] for a cell that was not imported."""
+    if not state.get(IMPORTED):
         return []
-    at = calendar.timegm(time.strptime(imported["at"], "%Y-%m-%dT%H:%M:%SZ"))
-    return [name for name, s in (state.get("steps") or {}).items()
-            if s.get("last_started", 0.0) >= at]
+    there = _cpu_there(state)
+    return [n for n, st in (state.get("steps") or {}).items()
+            if st.get("cpu_seconds", 0.0) > there[n]]
 
 
 def cpu_seconds_elsewhere(state: dict[str, Any]) -> float:
-    """CPU seconds of a cell's steps that ran on the machines it was imported from."""
-    if not state.get(IMPORTED):
-        return 0.0
-    here = steps_run_here(state)
-    return sum(s.get("cpu_seconds", 0.0) for name, s in (state.get("steps") or {}).items()
-               if name not in here)
+    """CPU seconds of an imported cell's steps that were spent on the machines it came
+    from (0 for a cell that was not imported)."""
+    return sum(_cpu_there(state).values()) if state.get(IMPORTED) else 0.0
 
 
 def imported_from(paths: Paths, name: str) -> dict[str, Any] | None:

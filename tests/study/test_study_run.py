@@ -334,12 +334,15 @@ def test_finished_cells_of_another_study_import_with_their_machine(study, tmp_pa
     # stricter) is this machine's CPU, and the report's footnote names it
     state_file = out / "cells" / "len4-tag" / "state.json"
     state = json.loads(state_file.read_text())
-    state["steps"]["evaluate"].update(cpu_seconds=3600.0, last_started=time.time() + 1)
+    there = state["steps"]["evaluate"]["cpu_seconds"]
+    assert state["imported"]["cpu_seconds"]["evaluate"] == there  # the import's record
+    state["steps"]["evaluate"]["cpu_seconds"] = there + 3600.0  # the runner adds a rerun's
     state_file.write_text(json.dumps(state))
     _, status = study_status(config, str(out))
     moved = next(r for r in status if r["cell"] == "len4-tag")
     assert moved["cpu_hours_elsewhere"] == pytest.approx(moved["cpu_hours"] - 1.0)
-    assert f"total {here + 1.0:.2f} CPU h here" in render(str(out), None, status)
+    assert f"total {here + 1.0:.2f} CPU h here (imported cells: {elsewhere:.2f} " in \
+        render(str(out), None, status)
     write_report(config, str(out))
     assert "plus steps rerun here: len4-tag's evaluate." in \
         (out / "report" / "report.md").read_text()
