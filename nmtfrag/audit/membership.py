@@ -20,7 +20,7 @@ pairs; counted as non-members they lowered the AUC): such pairs are dropped
 from the non-members and counted. And a pair the training data holds k times is learned
 k times; DP-SGD's ε is per occurrence, so k copies have only group privacy (kε): the
 attack is also reported on the members that occur once and on those repeated (EMEA: 76%
-of the sampled members are repeated, 9 times in the median).
+of the sampled training lines hold a pair that occurs again, 9 times in the median).
 
 A pair's loss is the teacher-forced negative log-likelihood of its target (subword
 tokens and end of sentence, no label smoothing, dropout off) divided by the number of
@@ -173,7 +173,8 @@ def audit_membership(model: str, members: list[tuple[str, str]],
     counts = Counter(members)
     nonmembers, dropped = held_out_only(members, nonmembers)
     if not nonmembers:
-        raise InputError("every non-member pair is also a member pair: no held-out pairs "
+        raise InputError("no non-member pairs" if not dropped else
+                         "every non-member pair is also a member pair: no held-out pairs "
                          "to compare with")
     members = sample_pairs(members, max_pairs, seed.value)
     nonmembers = sample_pairs(nonmembers, max_pairs, seed.value + 1)
