@@ -13,8 +13,10 @@ import torch
 
 from nmtfrag.errors import InputError
 from nmtfrag.fileio import release_output_locks
+from nmtfrag.train import fairseq_fixes
 from nmtfrag.train import finetune as finetune_module
-from nmtfrag.train.finetune import FineTuneConfig, atomic_copy, finetune
+from nmtfrag.train.fairseq_fixes import atomic_copy
+from nmtfrag.train.finetune import FineTuneConfig, finetune
 from nmtfrag.train.job import FineTuneJob
 from nmtfrag.model_dir import dict_symbols, load_state, validate_model_dir
 from tinymodel import make_corpus, write_parallel
@@ -199,24 +201,24 @@ def test_a_resumed_run_keeps_fairseqs_early_stopping_count(tmp_path):
         patience=2, maximize_best_checkpoint_metric=False))
     last = str(tmp_path / "checkpoint_last.pt")
     saved = {"best": 5.098, "num_runs": 1}
-    torch.save({"model": {}, "extra_state": {"best": 5.098, finetune_module.STOP_EARLY: saved}},
+    torch.save({"model": {}, "extra_state": {"best": 5.098, fairseq_fixes.STOP_EARLY: saved}},
                last)
-    finetune_module.restore_stop_early(fs_train, finetune_module.ResumedFrom.read(last)
-                                       .stop_early)
+    fairseq_fixes.restore_stop_early(fs_train, finetune_module.ResumedFrom.read(last)
+                                     .stop_early)
     assert fs_train.should_stop_early(cfg, 5.416)  # the second worse validation: stop
     torch.save({"model": {}, "extra_state": {"best": 5.098, "val_loss": 5.098}}, last)
-    finetune_module.restore_stop_early(  # an older checkpoint, saved at its best
+    fairseq_fixes.restore_stop_early(  # an older checkpoint, saved at its best
         fs_train, finetune_module.ResumedFrom.read(last).stop_early)
     assert not fs_train.should_stop_early(cfg, 5.244)  # its best kept, the count from 0
     assert fs_train.should_stop_early(cfg, 5.416)
     torch.save({"model": {}, "extra_state": {"best": 5.098, "val_loss": 5.503}}, last)
-    finetune_module.restore_stop_early(  # an older one saved after a worse validation
+    fairseq_fixes.restore_stop_early(  # an older one saved after a worse validation
         fs_train, finetune_module.ResumedFrom.read(last).stop_early)
     assert fs_train.should_stop_early(cfg, 5.6)  # that validation counted: stop
     fresh = finetune_module.ResumedFrom.read(str(tmp_path / "fresh" / "checkpoint_last.pt"))
-    finetune_module.restore_stop_early(fs_train, fresh.stop_early)  # a new run
+    fairseq_fixes.restore_stop_early(fs_train, fresh.stop_early)  # a new run
     assert not fs_train.should_stop_early(cfg, 9.0)  # its first validation is its best
-    assert finetune_module.stop_early_state(fs_train) == {"best": 9.0, "num_runs": 0}
+    assert fairseq_fixes.stop_early_state(fs_train) == {"best": 9.0, "num_runs": 0}
 
 
 def test_training_uses_the_atomic_copy_and_restores_fairseqs(monkeypatch):
@@ -226,7 +228,7 @@ def test_training_uses_the_atomic_copy_and_restores_fairseqs(monkeypatch):
     seen = []
     monkeypatch.setattr(fs_train, "main", lambda cfg, **kw: seen.append(PathManager.copy))
     before = PathManager.copy
-    finetune_module.train_main_with_atomic_copies(object())
+    fairseq_fixes.train_main_with_atomic_copies(object())
     assert seen == [atomic_copy] and PathManager.copy is before
 
 
@@ -254,7 +256,7 @@ def test_resume_after_kill_continues_from_checkpoint(tiny_model_dir, data, tmp_p
     assert k >= 10
     earlier = load_state(last)["extra_state"]["previous_training_time"]
     assert earlier > 0
-    assert "num_runs" in load_state(last)["extra_state"][finetune_module.STOP_EARLY]
+    assert "num_runs" in load_state(last)["extra_state"][fairseq_fixes.STOP_EARLY]
 
     # without --resume the interrupted run is protected
     kw = dict(valid_src=data["valid"][0], valid_tgt=data["valid"][1], max_tokens=600,
@@ -287,7 +289,7 @@ def test_a_run_killed_mid_epoch_resumes_from_its_resume_point_to_the_same_model(
     assert per_epoch >= 6 and whole["result"]["epochs_completed"] == 2
 
     out = str(tmp_path / "killed")
-    monkeypatch.setattr(finetune_module, "RESUME_POINT_SECONDS", 0)
+    monkeypatch.setattr(fairseq_fixes, "RESUME_POINT_SECONDS", 0)
     plain_step, steps = Trainer.train_step, []
 
     def killed_at(self, samples, *a, **k):  # the kill, half-way through epoch 2
@@ -306,7 +308,7 @@ def test_a_run_killed_mid_epoch_resumes_from_its_resume_point_to_the_same_model(
     assert extra["train_iterator"]["epoch"] == 2 and extra["val_loss"] is None
     assert extra["train_iterator"]["iterations_in_epoch"] == per_epoch // 2
     # the one validation so far (epoch 1's) is the count the point carries
-    assert extra[finetune_module.STOP_EARLY]["num_runs"] == 0
+    assert extra[fairseq_fixes.STOP_EARLY]["num_runs"] == 0
     with open(os.path.join(out, "train.log"), encoding="utf-8") as f:
         assert f.read().count("| valid on") == 1
 
