@@ -594,7 +594,8 @@ def table_notes(rows: Sequence[dict]) -> list[str]:
     """Sentences about this table computed from its figures (never a fixed sentence that
     may be untrue of a given run): which cells shortened the output against the
     baseline, which differ in BLEU from it at p < 0.05, what share of the full-sentence
-    gain each keeps, which models output a planted canary."""
+    gain each keeps, membership inference on pairs held once, which models output a
+    planted canary."""
     notes = []
     base, full = reference_rows(rows)
     if base is not None and base.get("length_ratio") is not None:
@@ -635,6 +636,13 @@ def table_notes(rows: Sequence[dict]) -> list[str]:
     if rebuilt:
         notes.append(f"Target {order}-grams rebuilt (one order for every release: no "
                      f"fragment of any holds one): " + ", ".join(rebuilt) + ".")
+    held_once = [(r["name"], r["membership"]) for r in rows
+                 if (r.get("membership") or {}).get("auc_once") is not None]
+    if held_once:
+        notes.append("Membership inference AUC on the pairs the training data holds once "
+                     "(on all sampled pairs in brackets): " + ", ".join(
+                         f"{n} {m['auc_once']:.3f} ({m['auc']:.3f})" for n, m in held_once)
+                     + ".")
     notes += exposure_notes(rows, full)
     leaked = [r["name"] for r in rows if any(
         v.get("extracted") for k, v in (r.get("exposure") or {}).items() if int(k) > 0)]

@@ -112,7 +112,8 @@ def test_notes_are_computed_from_the_table(runs):
             {"name": "b", "bleu": 9.0, "length_ratio": 0.94, "p_bleu": 0.02},
             {"name": "sent", "bleu": 14.0, "length_ratio": 0.57, "p_bleu": 0.001},
             {"name": "c", "bleu": 11.0, "length_ratio": 1.30, "p_bleu": 0.4,
-             "exposure": {"0": {"extracted": 0}, "5": {"extracted": 1}}}]
+             "exposure": {"0": {"extracted": 0}, "5": {"extracted": 1}},
+             "membership": {"auc": 0.74, "auc_once": 0.647}}]
     notes = table_notes(rows)
     short = next(n for n in notes if n.startswith("Output shorter"))
     named = {r["name"] for r in rows if r["name"] != "baseline"
@@ -124,6 +125,11 @@ def test_notes_are_computed_from_the_table(runs):
         " ".join(notes)
     assert "kept: a 50%, b -25%, c 25%." in " ".join(notes)
     assert "output verbatim by: c." in " ".join(notes)
+    assert ("holds once (on all sampled pairs in brackets): c 0.647 (0.740)." in
+            " ".join(notes))
+    # an audit without the split (an older one) is not named
+    assert not any("holds once" in n for n in table_notes(
+        [{"name": "d", "membership": {"auc": 0.7, "auc_once": None}}]))
     assert not any("Target" in n for n in notes)  # no release audited: no n-gram note
     rows[1]["reconstruction"] = {"max_len": 4, "tgt_ngrams_by_order": {"5": 0.2, "8": 0.1}}
     rows[2]["reconstruction"] = {"max_len": 7, "tgt_ngrams_by_order": {"8": 0.3}}
