@@ -106,7 +106,8 @@ class Cell:
     passes: int = 10             # dp-release: fixed passes over the release
     options: tuple[str, ...] = ()  # dp-sgd: `nmtfrag finetune --dp` options (default: recipe)
     seeded: bool = False         # DP cells: seeded randomness (reproducible, NOT private)
-    tuned_on: str = "public"     # dp-sgd: where its hyperparameters were chosen
+    tuned_on: str = "public"     # DP cells: where their hyperparameters (dp-sgd's options,
+    #                              a dp-release's passes) were chosen
     adopt: str = ""              # sentences, dp-sgd: a finished finetune output to adopt
     training: Training = field(default_factory=Training)
 
@@ -148,7 +149,8 @@ _TOP = {"title", "seed", "model", "data", "decode", "training", "audit", "machin
 _CELL_KEYS = {
     "phrases": {"max_len", "tags", "sample_rate", "training"},
     "sentences": {"training", "adopt"},
-    "dp-release": {"epsilon", "delta", "max_len", "tags", "unit_cap", "passes", "seeded"},
+    "dp-release": {"epsilon", "delta", "max_len", "tags", "unit_cap", "passes", "seeded",
+                   "tuned_on"},
     "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on", "adopt"},
 }
 
@@ -288,11 +290,11 @@ def _check_cell(w: _Where, where: str, c: Cell, raw: dict, data: Data) -> None:
                           "the owner's corpus would void the release's guarantee)")
         if c.passes < 1 or c.unit_cap < 1:
             raise w.error(where + ("passes" if c.passes < 1 else "unit_cap"), "must be ≥ 1")
+    if c.approach in ("dp-sgd", "dp-release") and c.tuned_on not in ("public", "private"):
+        raise w.error(where + "tuned_on", f"'public' (the default, or chosen on a public "
+                      f"proxy corpus) or 'private' (chosen on the owner's data, e.g. by a "
+                      f"sweep or from an earlier cell's test scores), got {c.tuned_on!r}")
     if c.approach == "dp-sgd":
-        if c.tuned_on not in ("public", "private"):
-            raise w.error(where + "tuned_on", f"'public' (the default recipe, or chosen on a "
-                          f"public proxy corpus) or 'private' (chosen by a sweep on the "
-                          f"owner's data), got {c.tuned_on!r}")
         for opt in c.options:
             if opt.split("=", 1)[0] in _STUDY_OWNS:
                 raise w.error(where + "options", f"{opt} is set by the study (use the cell's "

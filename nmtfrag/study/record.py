@@ -83,7 +83,7 @@ def _applies(approach: str, key: str) -> bool:
         "phrases": {"max_len", "tags", "sample_rate", "training"},
         "sentences": {"training"},
         "dp-release": {"max_len", "tags", "epsilon", "delta", "unit_cap", "passes", "seeded",
-                       "training"},
+                       "training", "tuned_on"},
         "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on"},
     }[approach]
 

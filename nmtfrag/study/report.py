@@ -172,6 +172,8 @@ def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, A
         outside.append("nothing of the run: its plan fixes the budget, no validation set "
                        "is read")
     else:
+        if cell.tuned_on == "private":
+            labels.append("passes chosen on private data: ε does not cover the choice")
         outside.append("nothing: fixed passes over the release, the last checkpoint, no "
                        "validation set read")
     text = (f"(ε = {eps:.3g}, δ = {delta:g})" if eps is not None else "no certificate")

@@ -2,6 +2,7 @@
 `error:` line naming the file and the key, and runs nothing; the shipped configs parse;
 a DP-release cell's training budget reads nothing private; a changed setting of a
 recorded cell is refused with both values."""
+import json
 import os
 import re
 
@@ -92,6 +93,8 @@ BAD = [
     ('options = ["--dp-steps", "3"]', 'options = ["--seed", "3"]', "cell 'dp8': options"),
     ('options = ["--dp-steps", "3"]', 'options = ["--lr", "0.1"]', "cell 'dp8': options"),
     ('public_align = "{d}/public"', "", "cell 'rel8': approach"),
+    ('approach = "dp-release"\nepsilon = 8', 'approach = "dp-release"\nepsilon = 8\n'
+     'tuned_on = "EMEA"', "cell 'rel8': tuned_on"),
     ('dir = "{d}/model"', 'dir = "${NMTFRAG_TEST_UNSET}/model"', "${NMTFRAG_TEST_UNSET}"),
     ('title = "t"', 'title = "t', "not valid TOML"),
     ('title = "t"', 'title = "t"\n[machine]\ndecode_device = "gpu"', "decode_device"),
@@ -155,6 +158,27 @@ def test_a_dp_release_cell_budget_reads_nothing_private(ws):
     # a non-private cell stops early on the owner's validation set (it has no ε to keep)
     sent = Planner(config, str(ws / "OUT")).plan("sent").step(FINETUNE)
     assert sent is not None and "--valid-src" in sent.argv and "--patience" in sent.argv
+
+
+def test_a_dp_release_whose_passes_were_chosen_on_private_data_claims_no_epsilon(ws):
+    """passes picked from the owner's data (e.g. after an earlier cell's test score) are
+    outside the release's ε: the report labels the cell and shows no ε for it."""
+    from nmtfrag.study.plan import Paths
+    from nmtfrag.study.report import privacy_figures
+
+    for tuned, private in (("public", True), ("private", False)):
+        text = GOOD.replace('approach = "dp-release"\nepsilon = 8',
+                            f'approach = "dp-release"\nepsilon = 8\ntuned_on = "{tuned}"')
+        config = read_config(write(ws, text, f"{tuned}.toml"))
+        rel = ws / "OUT" / tuned / "cells" / "rel8" / "release"
+        os.makedirs(rel, exist_ok=True)
+        (rel / "privacy.json").write_text(json.dumps(
+            {"total": {"epsilon": 8.0, "delta": 1e-5}}))
+        got = privacy_figures(config, Paths(str(ws / "OUT" / tuned)), "rel8")
+        assert got["private"] is private and got["epsilon_stated"] == 8.0
+        assert (got["epsilon"] == 8.0) is private
+        assert ("passes chosen on private data: ε does not cover the choice" in
+                got["privacy"]) is not private
 
 
 def test_a_dp_sgd_cell_follows_its_plan(ws):
