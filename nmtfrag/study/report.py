@@ -166,14 +166,13 @@ def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, A
             labels.append("seeded: not private")
     elif man.get("not_private"):
         labels.append(f"{man['not_private'].get('mode', 'simulation')}: not private")
+    if cell.tuned_on == "private":
+        chosen = "hyperparameters" if cell.approach == "dp-sgd" else "passes"
+        labels.append(f"{chosen} chosen on private data: ε does not cover the choice")
     if cell.approach == "dp-sgd":
-        if cell.tuned_on == "private":
-            labels.append("hyperparameters chosen on private data: ε does not cover the choice")
         outside.append("nothing of the run: its plan fixes the budget, no validation set "
                        "is read")
     else:
-        if cell.tuned_on == "private":
-            labels.append("passes chosen on private data: ε does not cover the choice")
         outside.append("nothing: fixed passes over the release, the last checkpoint, no "
                        "validation set read")
     text = (f"(ε = {eps:.3g}, δ = {delta:g})" if eps is not None else "no certificate")
