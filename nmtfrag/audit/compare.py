@@ -481,6 +481,12 @@ def frontier(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]
     return out
 
 
+def _old_membership_rule(row: dict) -> bool:
+    """The run's membership audit kept held-out pairs also found in training among its
+    non-members (made before they were left out)."""
+    return (row.get("membership") or {}).get("members_left_out") is False
+
+
 def _f(x, fmt="{:.2f}"):
     return "–" if x is None else fmt.format(x)
 
@@ -516,7 +522,7 @@ def render_markdown(title: str, rows: Sequence[dict]) -> str:
             cells += [_f(ex[str(k)]["exposure_mean"]) if str(k) in ex else "–"
                       for k in repeats] + [extracted]
         mi = r.get("membership") or {}
-        old = "‡" if mi and not mi.get("members_left_out", True) else ""
+        old = "‡" if _old_membership_rule(r) else ""
         cells += [_f(mi.get("auc"), "{:.3f}") + old,
                   _f(mi.get("tpr_at_1pct_fpr"), "{:.3f}") + old,
                   _f(mi.get("auc_once"), "{:.3f}")]
@@ -540,9 +546,8 @@ def render_markdown(title: str, rows: Sequence[dict]) -> str:
               "chains; each the most any attack mode that was run (conservative, greedy) "
               "achieved. ε: (ε, δ)-DP of the training run where defined."
               + (" ‡: an older membership audit that counted held-out pairs also found in "
-                 "training among the non-members: it understates the attack; rerun it." if any(
-                     (r.get("membership") or {}).get("members_left_out") is False
-                     for r in rows) else ""),
+                 "training among the non-members: it understates the attack; rerun it."
+                 if any(_old_membership_rule(r) for r in rows) else ""),
               ""]
     lines += exposure_markdown(rows)
     held = [(r["name"], r["release_contents"]) for r in rows if r.get("release_contents")]

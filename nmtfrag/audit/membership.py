@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import TYPE_CHECKING, cast
 
 from ..errors import InputError
@@ -128,11 +128,11 @@ def sample_pairs(pairs: list[tuple[str, str]], limit: int | None,
     return random.Random(seed).sample(pairs, limit)
 
 
-def held_out_only(members: Sequence[tuple[str, str]],
+def held_out_only(members: Container[tuple[str, str]],
                   nonmembers: Sequence[tuple[str, str]]) -> tuple[list[tuple[str, str]], int]:
-    """The non-members that are not also members, and how many were dropped."""
-    known = set(members)
-    kept = [p for p in nonmembers if p not in known]
+    """The non-members that are not also members (`members`: a set or a Counter of the
+    training pairs), and how many were dropped."""
+    kept = [p for p in nonmembers if p not in members]
     return kept, len(nonmembers) - len(kept)
 
 
@@ -171,7 +171,7 @@ def audit_membership(model: str, members: list[tuple[str, str]],
 
     seed = resolve_seed(seed)
     counts = Counter(members)
-    nonmembers, dropped = held_out_only(members, nonmembers)
+    nonmembers, dropped = held_out_only(counts, nonmembers)
     if not nonmembers:
         raise InputError("no non-member pairs" if not dropped else
                          "every non-member pair is also a member pair: no held-out pairs "

@@ -26,7 +26,7 @@ from .machine import machine_text, read_machines
 from .plan import (EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEASE, Paths,
                    Planner)
 from .state import read_state
-from .transfer import imported_from, steps_run_here
+from .transfer import IMPORTED, steps_run_here
 
 FULL_APPROACH = "full sentences"  # compare.reference_rows finds the full-sentence row by it
 
@@ -241,10 +241,11 @@ def collect_rows(config: StudyConfig, out: str) -> list[dict[str, Any]]:
         row.update(privacy_figures(config, paths, row["name"]))
         vs = _vs_full(config, paths, row["name"], full if full_done else None)
         row["p_bleu_vs_full"] = vs["p_value"] if vs else None
-        imported = imported_from(paths, row["name"])
+        state = read_state(paths, row["name"])
+        imported = state.get(IMPORTED)
         if imported:
             row["ran_on"] = list(dict.fromkeys(machine_text(m) for m in imported["machines"]))
-            row["rerun_here"] = steps_run_here(read_state(paths, row["name"]))
+            row["rerun_here"] = steps_run_here(state)
     shares = compare.gain_shares(rows) or {}  # none when the full gain is noise
     for row in rows:
         s = shares.get(row["name"])

@@ -24,7 +24,6 @@ from .config import BASELINE, StudyConfig
 from .machine import machine_text, read_machines
 from .plan import EVALUATE, Paths, Planner
 from .record import check_and_record, differences, read_record, settings_now
-from .state import read_state
 
 IMPORTED = "imported"  # the state.json key an imported cell carries
 
@@ -164,8 +163,3 @@ def cpu_seconds_elsewhere(state: dict[str, Any]) -> float:
     """CPU seconds of an imported cell's steps that were spent on the machines it came
     from (0 for a cell that was not imported)."""
     return sum(_cpu_there(state).values()) if state.get(IMPORTED) else 0.0
-
-
-def imported_from(paths: Paths, name: str) -> dict[str, Any] | None:
-    """The import record of a cell (None: it ran in this study)."""
-    return read_state(paths, name).get(IMPORTED)

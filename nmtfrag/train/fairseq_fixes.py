@@ -1,7 +1,7 @@
 """fairseq's known training gaps, fixed around its own training main (fairseq_cli.train).
 
 Why: nmtfrag fine-tunes with fairseq's trainer as it is (nmtfrag.train.finetune), and
-that trainer leaves gaps a long run falls into. `train_main_with_atomic_copies` fixes
+that trainer leaves gaps a long run falls into. `train_main_with_fixes` fixes
 them for the length of one run: atomic checkpoint copies (a kill mid-copy no longer
 truncates checkpoint_last.pt), the early-stopping count kept across a resume, a resume
 point every RESUME_POINT_SECONDS (mid-epoch too), the epoch-cap save under
@@ -33,15 +33,15 @@ def run_fairseq_train(cfg: DictConfig, trained: TrainableSet | None = None,
     `stop_early`: the early-stopping count a resumed run continues (ResumedFrom)."""
     from fairseq.distributed import utils as distributed_utils
 
-    distributed_utils.call_main(cfg, train_main_with_atomic_copies, trained=trained,
+    distributed_utils.call_main(cfg, train_main_with_fixes, trained=trained,
                                 stop_early=stop_early)
 
 
-def train_main_with_atomic_copies(cfg: DictConfig, trained: TrainableSet | None = None,
-                                   stop_early: dict | None = None,
-                                   **kwargs: object) -> object:
-    """fairseq_cli.train.main, with checkpoint copies made atomic, a resume point every
-    RESUME_POINT_SECONDS (ResumePoints) and (with `trained`) only that parameter set
+def train_main_with_fixes(cfg: DictConfig, trained: TrainableSet | None = None,
+                          stop_early: dict | None = None, **kwargs: object) -> object:
+    """fairseq_cli.train.main, with checkpoint copies made atomic, the early-stopping count
+    restored, a resume point every RESUME_POINT_SECONDS (ResumePoints), the epoch cap's
+    last update saved (stop_at_epoch_cap) and (with `trained`) only that parameter set
     trained: fairseq's optimizer skips frozen parameters.
 
     Why atomic: fairseq saves a checkpoint once (atomically) and then `PathManager.copy`s

@@ -228,7 +228,7 @@ def test_training_uses_the_atomic_copy_and_restores_fairseqs(monkeypatch):
     seen = []
     monkeypatch.setattr(fs_train, "main", lambda cfg, **kw: seen.append(PathManager.copy))
     before = PathManager.copy
-    fairseq_fixes.train_main_with_atomic_copies(object())
+    fairseq_fixes.train_main_with_fixes(object())
     assert seen == [atomic_copy] and PathManager.copy is before
 
 
