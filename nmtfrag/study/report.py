@@ -41,9 +41,13 @@ def approach_text(cell: Cell | None) -> str:
                 f"rate {cell.sample_rate:g}")
     if cell.approach == "dp-release":
         return (f"DP set-union release ≤ {cell.max_len}{', tagged' if cell.tags else ''}, "
-                f"{cell.passes} passes")
+                f"{_passes(cell.passes)}")
     opts = " ".join(cell.options) or "the default recipe"
     return f"DP-SGD ({opts})"
+
+
+def _passes(n: int) -> str:
+    return f"{n} pass" if n == 1 else f"{n} passes"
 
 
 def _json(path: str) -> Any:
@@ -92,7 +96,7 @@ def training_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, 
     epochs, updates = result.get("epochs_completed"), result.get("num_updates")
     cap_e, cap_u = params.get("max_epochs"), params.get("max_updates")
     if cell.approach == "dp-release":
-        ended = f"fixed plan ({cell.passes} passes, last checkpoint)"
+        ended = f"fixed plan ({_passes(cell.passes)}, last checkpoint)"
     elif (cap_e and epochs is not None and epochs >= cap_e) or (cap_u and updates
                                                                  and updates >= cap_u):
         ended = "at its cap"
@@ -166,15 +170,17 @@ def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, A
             labels.append("seeded: not private")
     elif man.get("not_private"):
         labels.append(f"{man['not_private'].get('mode', 'simulation')}: not private")
+    if cell.approach == "dp-sgd":
+        run = "its plan fixes the budget, no validation set is read"
+    else:
+        run = "fixed passes over the release, the last checkpoint, no validation set read"
     if cell.tuned_on == "private":
         chosen = "hyperparameters" if cell.approach == "dp-sgd" else "passes"
         labels.append(f"{chosen} chosen on private data: ε does not cover the choice")
-    if cell.approach == "dp-sgd":
-        outside.append("nothing of the run: its plan fixes the budget, no validation set "
-                       "is read")
+        outside.append(f"the choice of its {chosen}, made on the owner's data; nothing of "
+                       f"the run itself ({run})")
     else:
-        outside.append("nothing: fixed passes over the release, the last checkpoint, no "
-                       "validation set read")
+        outside.append(f"nothing ({run})")
     text = (f"(ε = {eps:.3g}, δ = {delta:g})" if eps is not None else "no certificate")
     if cell.approach == "dp-release":
         text += " of the release"

@@ -179,6 +179,9 @@ def test_a_dp_release_whose_passes_were_chosen_on_private_data_claims_no_epsilon
         assert (got["epsilon"] == 8.0) is private
         assert ("passes chosen on private data: ε does not cover the choice" in
                 got["privacy"]) is not private
+        # and what lies outside ε says so, rather than "nothing"
+        assert ("the choice of its passes" in got["outside_epsilon"][0]) is not private
+        assert got["outside_epsilon"][0].startswith("nothing") is private
 
 
 def test_a_dp_sgd_cell_follows_its_plan(ws):
