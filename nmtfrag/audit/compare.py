@@ -174,6 +174,8 @@ def collect(spec: dict, base: str) -> tuple[list[dict], dict[str, str]]:
                     row["bleu"], row["chrf"] = s.get("bleu"), s.get("chrf")
                     row["bleu_signature"] = s.get("bleu_signature")
                     row["length_ratio"] = s.get("length_ratio")
+                    row["brevity_penalty"] = s.get("brevity_penalty")
+                    row["precisions"] = s.get("precisions")
                     row["avg_output_tokens"] = s.get("avg_output_tokens")
                     row["avg_reference_tokens"] = s.get("avg_reference_tokens")
                     sig = s.get("significance") or {}

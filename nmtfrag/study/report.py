@@ -21,6 +21,7 @@ from typing import Any
 
 from ..audit import compare
 from ..fileio import atomic_writer, read_json, write_json
+from . import length
 from .config import BASELINE, Cell, StudyConfig
 from .machine import machine_text, read_machines
 from .plan import (EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEASE, Paths,
@@ -361,6 +362,7 @@ def render_markdown(config: StudyConfig, rows: list[dict],
               "over the cell's own training data (a DP-SGD cell's expected passes). CPU h: "
               "every step of the cell, measured by the study (training, evaluation, audits).",
               ""]
+    lines += length.render(rows)
     lines += ["## BLEU × what leaks × ε", ""]
     lines += compare.render_markdown(config.title, rows).split("\n", 2)[2].splitlines()
     sgd = [r for r in rows if "snr_mean" in r or "sigma" in r]
