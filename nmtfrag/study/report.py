@@ -29,6 +29,7 @@ from .plan import (EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEAS
 from .state import read_state
 from .transfer import IMPORTED, steps_run_here
 
+UNCOUNTED_SLACK_S = 120  # fairseq's and the study's clocks differ by its start-up
 FULL_APPROACH = "full sentences"  # compare.reference_rows finds the full-sentence row by it
 
 
@@ -105,6 +106,12 @@ def training_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, 
         ended = "early stop (validation)"
     else:
         ended = None
+    # fairseq's training time over every run of the cell: more than the study counted
+    # means attempts it never saw (killed before it saved CPU time every minute)
+    missed = (result.get("train_seconds") or 0) - (steps.get(FINETUNE) or {}).get(
+        "wall_seconds", 0)
+    if missed > UNCOUNTED_SLACK_S:
+        out["training_hours_uncounted"] = missed / 3600
     seen = tokens_seen(os.path.join(ft, "train.log"))
     out.update(ended=ended, updates=updates, best_updates=result.get("best_checkpoint_updates"),
                # fairseq logs words per batch to one decimal: passes to two
@@ -299,6 +306,13 @@ def _f(x: Any, fmt: str = "{:.2f}") -> str:
     return "–" if x is None else fmt.format(x)
 
 
+def _cpu(r: dict) -> str:
+    missed = r.get("training_hours_uncounted")
+    if missed is None:
+        return _f(r.get("cpu_hours_cell"))
+    return f"≥ {_f(r.get('cpu_hours_cell'))} (+{missed:.2f})"
+
+
 def _share(r: dict) -> str:
     if r.get("share_of_gain") is None:
         return "–"
@@ -350,7 +364,7 @@ def render_markdown(config: StudyConfig, rows: list[dict],
                  _f(r.get("length_ratio"), "{:.3f}"), _share(r),
                  _f(r.get("p_bleu_vs_full"), "{:.3f}"), r.get("ended") or "–",
                  _f(r.get("updates"), "{:,}"), _f(r.get("tokens_seen"), "{:,.0f}"),
-                 _f(r.get("passes"), "{:.3g}"), _f(r.get("cpu_hours_cell")),
+                 _f(r.get("passes"), "{:.3g}"), _cpu(r),
                  r.get("privacy", "")]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", "`*`: BLEU (chrF) differs from the baseline's at p < 0.05 (sacrebleu's "
@@ -360,8 +374,10 @@ def render_markdown(config: StudyConfig, rows: list[dict],
               "ended: early stop (validation loss, patience) or at its cap (stated in the "
               "config, never called converged), a DP cell by its plan. Passes: whole passes "
               "over the cell's own training data (a DP-SGD cell's expected passes). CPU h: "
-              "every step of the cell, measured by the study (training, evaluation, audits).",
-              ""]
+              "every step of the cell, measured by the study (training, evaluation, audits)"
+              "; ≥: a lower bound, where fairseq's own training time shows runs the study "
+              "did not count (killed before it saved CPU time every minute), the hours "
+              "missed in brackets (of training on one thread, wall time).", ""]
     lines += length.render(rows)
     lines += ["## BLEU × what leaks × ε", ""]
     lines += compare.render_markdown(config.title, rows).split("\n", 2)[2].splitlines()

@@ -285,3 +285,29 @@ def test_the_overlap_script_cuts_the_test_set_by_the_data_alone():
     got = mod.subsets(src, ref, train_src={"b", "d", "zz"})
     assert got == {"all": [0, 1, 2, 3, 4, 5], "unseen": [0, 2, 3, 4],
                    "dedup": [0, 1, 3, 4, 5], "dedup-unseen": [0, 3, 4]}
+
+
+def test_cpu_hours_are_a_lower_bound_where_fairseq_trained_longer_than_the_study_counted(ws):
+    """a training attempt killed before the study saved CPU time every minute is missing
+    from its count; fairseq's own training time (over every resumed run) shows it."""
+    from nmtfrag.study.plan import Paths
+    from nmtfrag.study.report import _cpu, training_figures
+    from nmtfrag.study.state import update_state
+
+    config = read_config(write(ws, GOOD))
+    paths = Paths(str(ws / "OUT"))
+    ft = paths.step("sent", "finetune")
+    os.makedirs(ft)
+    for counted_wall, fairseq_seconds, lower_bound in ((7200.0, 7100.0, False),
+                                                       (3600.0, 7200.0, True)):
+        (ws / "OUT" / "cells" / "sent" / "finetune" / "manifest.json").write_text(json.dumps(
+            {"result": {"train_seconds": fairseq_seconds, "num_updates": 10}}))
+        update_state(paths, "sent", lambda s: s.update(steps={"finetune": {
+            "cpu_seconds": counted_wall * 0.9, "wall_seconds": counted_wall}}))
+        row = training_figures(config, paths, "sent")
+        assert ("training_hours_uncounted" in row) is lower_bound
+        shown = _cpu(row)
+        assert shown.startswith("≥") is lower_bound
+        if lower_bound:
+            assert row["training_hours_uncounted"] == pytest.approx(1.0)
+            assert shown == "≥ 0.90 (+1.00)"
