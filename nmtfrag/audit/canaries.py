@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..data.corpus import validate_parallel
 from ..errors import InputError
@@ -236,3 +236,30 @@ def read_canaries(path: str) -> list[dict]:
     if key.get("kind") != "nmtfrag-canaries" or not key.get("canaries"):
         raise InputError(f"{path}: not a canaries.json written by `nmtfrag audit canaries`")
     return key["canaries"]
+
+
+def secrets_in_release(canaries: Sequence[dict], src_lines: Iterable[str],
+                       tgt_lines: Iterable[str]) -> dict[int, dict[str, int]]:
+    """{repeats: {"canaries", "secret", "with_record"}}: how many canaries planted that
+    often have their whole secret in a released target phrase, and how many of those in
+    a pair whose source also holds the canary's record number.
+
+    Why: a release is public before any model is trained, so a secret in it has leaked
+    whatever the model does; exposure measures the model only. Matched on whole tokens
+    (a secret of several words in order), so "596853" is not found inside "1596853"."""
+    by_secret = {f" {c['secret']} ": c for c in canaries}
+    found: dict[str, bool] = {}  # canary name → its record number in the same pair
+    for src, tgt in zip(src_lines, tgt_lines):
+        t = f" {tgt.strip()} "
+        for key, c in by_secret.items():
+            if key in t:
+                linked = f" {c['record']} " in f" {src.strip()} "
+                found[c["name"]] = found.get(c["name"], False) or linked
+    out: dict[int, dict[str, int]] = {}
+    for c in canaries:
+        row = out.setdefault(int(c["repeats"]), {"canaries": 0, "secret": 0, "with_record": 0})
+        row["canaries"] += 1
+        if c["name"] in found:
+            row["secret"] += 1
+            row["with_record"] += found[c["name"]]
+    return dict(sorted(out.items()))

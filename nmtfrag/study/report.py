@@ -21,7 +21,7 @@ from typing import Any
 
 from ..audit import compare
 from ..fileio import atomic_writer, read_json, write_json
-from . import length
+from . import length, release_secrets
 from .config import BASELINE, Cell, StudyConfig
 from .machine import machine_text, read_machines
 from .plan import (EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEASE, Paths,
@@ -29,6 +29,7 @@ from .plan import (EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEAS
 from .state import read_state
 from .transfer import IMPORTED, steps_run_here
 
+RELEASING = ("phrases", "dp-release")  # the approaches whose cells ship a release
 UNCOUNTED_SLACK_S = 120  # fairseq's and the study's clocks differ by its start-up
 FULL_APPROACH = "full sentences"  # compare.reference_rows finds the full-sentence row by it
 
@@ -253,6 +254,8 @@ def collect_rows(config: StudyConfig, out: str) -> list[dict[str, Any]]:
     for row in rows:
         row.update(training_figures(config, paths, row["name"]))
         row.update(privacy_figures(config, paths, row["name"]))
+        if row["name"] != BASELINE and config.cell(row["name"]).approach in RELEASING:
+            row["release_secrets"] = release_secrets.release_secrets(paths, row["name"])
         vs = _vs_full(config, paths, row["name"], full if full_done else None)
         row["p_bleu_vs_full"] = vs["p_value"] if vs else None
         state = read_state(paths, row["name"])
@@ -381,6 +384,7 @@ def render_markdown(config: StudyConfig, rows: list[dict],
     lines += length.render(rows)
     lines += ["## BLEU × what leaks × ε", ""]
     lines += compare.render_markdown(config.title, rows).split("\n", 2)[2].splitlines()
+    lines += release_secrets.render(rows)
     sgd = [r for r in rows if "snr_mean" in r or "sigma" in r]
     if sgd:
         lines += ["", "## DP-SGD cells", "", "| cell | ε (RDP / PRV) | σ | noisy steps | "

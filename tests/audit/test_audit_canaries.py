@@ -117,3 +117,23 @@ def test_secrets_are_secret_unless_seeded(tmp_path):
         key = json.loads((out / "canaries.json").read_text())
         assert key["randomness"]["seed"] == (9 if seeded else None)
         assert (out / "canaries.json").stat().st_mode & 0o077 == 0  # the key: owner only
+
+
+def test_secrets_in_a_release_are_found_whole_and_linked_to_their_record():
+    from nmtfrag.audit.canaries import secrets_in_release
+
+    canaries = [
+        {"name": "a", "repeats": 1, "record": "27611", "secret": "596853"},
+        {"name": "b", "repeats": 1, "record": "11111", "secret": "Anna Albers"},
+        {"name": "c", "repeats": 10, "record": "22222", "secret": "123456"},
+        {"name": "d", "repeats": 10, "record": "33333", "secret": "Olga Jung"}]
+    src = ["Patientenakte 27611 : die", "ist vertraulich .", "der Name", "Akte 33333",
+           "x"]
+    tgt = ["record 27611 : the dose is 596853",   # a's secret, with its record
+           "is Anna Albers .",                    # b's secret, no record
+           "1234567 mg",                          # c's secret only inside a longer number
+           "Olga",                                # half of d's secret
+           "Jung Olga"]                           # d's words, not in order
+    got = secrets_in_release(canaries, src, tgt)
+    assert got == {1: {"canaries": 2, "secret": 2, "with_record": 1},
+                   10: {"canaries": 2, "secret": 0, "with_record": 0}}

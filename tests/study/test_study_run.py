@@ -119,6 +119,28 @@ def test_every_cell_is_in_the_report_with_its_labels(study):
     assert ft["params"]["validate"] is False and ft["params"]["valid_src"] is None
 
 
+def test_the_report_counts_the_canary_secrets_each_release_holds(study):
+    """against a brute-force count: a secret is leaked when its tokens occur, in order and
+    whole, in one released target phrase"""
+    _, out, _, rows = study
+    key = json.loads((out / "owner" / "data" / "canaries.json").read_text())["canaries"]
+    for name in ("len4-tag", "rel8"):
+        rel = out / "cells" / name / "release"
+        tgts = [line.split() for line in (rel / "phrases.en").read_text().splitlines()]
+        want: dict[str, list[int]] = {}
+        for c in key:
+            s = c["secret"].split()
+            hit = any(t[i:i + len(s)] == s for t in tgts for i in range(len(t)))
+            counts = want.setdefault(str(c["repeats"]), [0, 0])
+            counts[0] += hit
+            counts[1] += 1
+        got = {r: [v["secret"], v["canaries"]] for r, v in rows[name]["release_secrets"].items()}
+        assert got == want, name
+    assert "release_secrets" not in rows["sent"] and "release_secrets" not in rows["dp8"]
+    md = (out / "report" / "report.md").read_text()
+    assert "## Canary secrets in each release" in md and "| len4-tag | " in md
+
+
 def test_the_first_report_comes_before_any_training(study):
     _, _, stderr, _ = study
     lines = stderr.splitlines()
