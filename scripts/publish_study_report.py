@@ -25,8 +25,9 @@ def publish(study_out: str, name: str, docs: str = os.path.join(ROOT, "docs", "r
     report = os.path.join(study_out, "report", "report.md")
     if not os.path.isfile(report):
         raise SystemExit(f"error: {report}: no report (run `nmtfrag study report` first)")
-    text = open(report, encoding="utf-8").read()
-    if re.search(r"(^|[\s(`])/(home|root|tmp|work|Users|mnt)/", text):
+    with open(report, encoding="utf-8") as f:
+        text = f.read()
+    if re.search(r"(^|[\s(`'\"])(/[\w.-]+/|[A-Za-z]:\\)", text):
         raise SystemExit(f"error: {report} names an absolute path; not copied")
     figure = f"{name}-privacy-utility.png"
     text = text.replace(f"]({FIGURE})", f"]({figure})")
@@ -36,9 +37,11 @@ def publish(study_out: str, name: str, docs: str = os.path.join(ROOT, "docs", "r
     out = os.path.join(docs, f"{name}.md")
     with open(out, "w", encoding="utf-8") as f:
         f.write(head + text)
-    src_fig = os.path.join(study_out, "report", FIGURE)
+    src_fig, dst_fig = os.path.join(study_out, "report", FIGURE), os.path.join(docs, figure)
     if os.path.isfile(src_fig):
-        shutil.copyfile(src_fig, os.path.join(docs, figure))
+        shutil.copyfile(src_fig, dst_fig)
+    elif os.path.isfile(dst_fig):
+        os.unlink(dst_fig)  # an older study's figure beside a newer report would mislead
     return out
 
 

@@ -239,10 +239,11 @@ def read_canaries(path: str) -> list[dict]:
 
 
 def secrets_in_release(canaries: Sequence[dict], src_lines: Iterable[str],
-                       tgt_lines: Iterable[str]) -> dict[int, dict[str, int]]:
-    """{repeats: {"canaries", "secret", "with_record"}}: how many canaries planted that
-    often have their whole secret in a released target phrase, and how many of those in
-    a pair whose source also holds the canary's record number.
+                       tgt_lines: Iterable[str]) -> dict[str, dict[str, int]]:
+    """{repeats (as a string, like exposure's keys): {"canaries", "secret", "with_record"}}:
+    how many canaries planted that often have their whole secret in a released target
+    phrase, and how many of those in a pair whose source also holds the canary's record
+    number.
 
     Why: a release is public before any model is trained, so a secret in it has leaked
     whatever the model does; exposure measures the model only. Matched on whole tokens
@@ -255,11 +256,11 @@ def secrets_in_release(canaries: Sequence[dict], src_lines: Iterable[str],
             if key in t:
                 linked = f" {c['record']} " in f" {src.strip()} "
                 found[c["name"]] = found.get(c["name"], False) or linked
-    out: dict[int, dict[str, int]] = {}
-    for c in canaries:
-        row = out.setdefault(int(c["repeats"]), {"canaries": 0, "secret": 0, "with_record": 0})
+    out: dict[str, dict[str, int]] = {}
+    for c in sorted(canaries, key=lambda c: int(c["repeats"])):
+        row = out.setdefault(str(c["repeats"]), {"canaries": 0, "secret": 0, "with_record": 0})
         row["canaries"] += 1
         if c["name"] in found:
             row["secret"] += 1
             row["with_record"] += found[c["name"]]
-    return dict(sorted(out.items()))
+    return out

@@ -9,6 +9,7 @@ beside the BLEU share, says how much of a cell's shortfall is length.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from ..audit.compare import reference_rows
@@ -17,16 +18,21 @@ LENGTH_LOSS = 0.2  # a gap of 20 points of the full gain: wider than a cell's bo
 
 
 def precision_bleu(row: dict) -> float | None:
-    """BLEU without its length penalty (BLEU / BP): the geometric mean of the precisions."""
+    """BLEU without its length penalty: the geometric mean of the n-gram precisions (from
+    the precisions themselves; BLEU / BP, both rounded, where one of them is 0)."""
+    precisions = row.get("precisions") or []
+    if precisions and all(p > 0 for p in precisions):
+        return math.exp(sum(math.log(p) for p in precisions) / len(precisions))
     bleu, bp = row.get("bleu"), row.get("brevity_penalty")
     return bleu / bp if bleu is not None and bp else None
 
 
 def precision_shares(rows: Sequence[dict]) -> dict[str, float]:
     """{name: share of the full-sentence cell's BLEU / BP gain}; empty without a baseline and
-    a full-sentence cell whose BLEU / BP is above the baseline's."""
+    a full-sentence cell whose BLEU / BP is above the baseline's, or when the full cell's
+    BLEU gain is within the paired bootstrap's noise (as compare.gain_shares)."""
     base, full = reference_rows(rows)
-    if not base or not full:
+    if not base or not full or (full.get("p_bleu") is not None and full["p_bleu"] >= 0.05):
         return {}
     b, f = precision_bleu(base), precision_bleu(full)
     if b is None or f is None or f <= b:
@@ -38,7 +44,8 @@ def precision_shares(rows: Sequence[dict]) -> dict[str, float]:
 def render(rows: Sequence[dict]) -> list[str]:
     """The report's section (Markdown lines); none when no cell has BP and precisions."""
     have = [r for r in rows if r.get("brevity_penalty") is not None and r.get("precisions")]
-    if not have:
+    base, _ = reference_rows(have)
+    if not [r for r in have if r is not base]:  # a baseline alone compares with nothing
         return []
     shares = precision_shares(have)
     lines = ["## Length against precision", "",
@@ -47,7 +54,7 @@ def render(rows: Sequence[dict]) -> list[str]:
     for r in have:
         share = shares.get(r["name"])
         lines.append(
-            f"| {r['name']} | {r['bleu']:.2f} | {r['brevity_penalty']:.3f} | "
+            f"| {r['name']} | {_num(r.get('bleu'))} | {r['brevity_penalty']:.3f} | "
             f"{_num(r.get('length_ratio'), '{:.3f}')} | "
             f"{' / '.join(f'{p:.1f}' for p in r['precisions'])} | "
             f"{_num(precision_bleu(r))} | {_num(share, '{:.0%}')} |")
@@ -57,10 +64,12 @@ def render(rows: Sequence[dict]) -> list[str]:
               "precision and lost it to short output. Part of such a precision gain is the "
               "shortness itself: words a model leaves out cannot be wrong.", ""]
     lost = [r["name"] for r in have if r["name"] in shares and r.get("share_of_gain")
-            is not None and shares[r["name"]] - r["share_of_gain"] >= LENGTH_LOSS]
+            is not None and shares[r["name"]] >= LENGTH_LOSS
+            and shares[r["name"]] - r["share_of_gain"] >= LENGTH_LOSS]
     if lost:
-        lines.append(f"Here: {', '.join(lost)} (share in BLEU / BP at least "
-                     f"{LENGTH_LOSS:.0%} above the share in BLEU).")
+        pts = f"{100 * LENGTH_LOSS:.0f}"
+        lines.append(f"Here: {', '.join(lost)} (a share of at least {pts}% in BLEU / BP, "
+                     f"at least {pts} points above their share in BLEU).")
     return lines + [""]
 
 

@@ -15,7 +15,7 @@ from ..fileio import read_json
 from .plan import RELEASE, Paths
 
 
-def release_secrets(paths: Paths, name: str) -> dict[int, dict[str, int]] | None:
+def release_secrets(paths: Paths, name: str) -> dict[str, dict[str, int]] | None:
     """audit.canaries.secrets_in_release for a cell's release; None without a release
     here (an imported cell's stayed on its machine) or without planted canaries."""
     key = os.path.join(paths.owner_data, "canaries.json")
@@ -32,25 +32,34 @@ def release_secrets(paths: Paths, name: str) -> dict[int, dict[str, int]] | None
 
 
 def render(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """The report's section (Markdown lines); none when no release was checked."""
-    have = [r for r in rows if r.get("release_secrets")]
+    """The report's section (Markdown lines): every releasing cell (rows holding the key),
+    one whose release is not here said so; none when no release was checked."""
+    shown = [r for r in rows if "release_secrets" in r]
+    have = [r for r in shown if r["release_secrets"]]
     if not have:
         return []
-    repeats = sorted({k for r in have for k in r["release_secrets"] if k > 0})
-    lines = ["## Canary secrets in each release", "",
+    # r = 0: the never-planted reference canaries, which no release can hold
+    repeats = sorted({k for r in have for k in r["release_secrets"] if int(k) > 0}, key=int)
+    lines = ["", "## Canary secrets in each release", "",
              "| release | " + " | ".join(f"r={k}" for k in repeats)
-             + " | with its record in the same pair |",
+             + " | beside its record number |",
              "|---|" + "---:|" * (len(repeats) + 1)]
-    for r in have:
+    for r in shown:
         got = r["release_secrets"]
+        if not got:
+            lines.append(f"| {r['name']} | " + " | ".join("–" for _ in repeats)
+                         + " | – (release not here, e.g. imported) |")
+            continue
         cells = [f"{got[k]['secret']}/{got[k]['canaries']}" if k in got else "–"
                  for k in repeats]
-        linked = sum(v["with_record"] for v in got.values())
+        linked = sum(got[k]["with_record"] for k in repeats if k in got)
         lines.append(f"| {r['name']} | " + " | ".join(cells) + f" | {linked} |")
     lines += ["", "Canaries planted r times whose whole secret is in a released target "
-              "phrase: leaked by the release itself, before any training. With its record: "
-              "released in a pair whose source holds the canary's record number, which ties "
-              "the secret to its patient. A canary whose record number the aligner links to "
-              "its secret yields no short phrase holding either, so the counts need not "
-              "grow with r.", ""]
+              "phrase: leaked by the release itself, before any training. Beside its record "
+              "number: released in a pair whose source holds the canary's record number, "
+              "which ties the secret to its patient (the canaries' templates put the two "
+              "8–10 target words apart, so only a release of longer phrases, or a "
+              "misalignment, can hold both). The counts need not grow with r: e.g. where "
+              "the aligner links a canary's record number to its secret, no short phrase "
+              "holds either.", ""]
     return lines

@@ -313,7 +313,7 @@ def _cpu(r: dict) -> str:
     missed = r.get("training_hours_uncounted")
     if missed is None:
         return _f(r.get("cpu_hours_cell"))
-    return f"≥ {_f(r.get('cpu_hours_cell'))} (+{missed:.2f})"
+    return f"≥ {_f(r.get('cpu_hours_cell'))} (+{missed:.2f} h wall)"
 
 
 def _share(r: dict) -> str:
@@ -379,8 +379,8 @@ def render_markdown(config: StudyConfig, rows: list[dict],
               "over the cell's own training data (a DP-SGD cell's expected passes). CPU h: "
               "every step of the cell, measured by the study (training, evaluation, audits)"
               "; ≥: a lower bound, where fairseq's own training time shows runs the study "
-              "did not count (killed before it saved CPU time every minute), the hours "
-              "missed in brackets (of training on one thread, wall time).", ""]
+              "did not count (killed before it saved CPU time every minute); in brackets, "
+              "the wall-clock hours of that uncounted training.", ""]
     lines += length.render(rows)
     lines += ["## BLEU × what leaks × ε", ""]
     lines += compare.render_markdown(config.title, rows).split("\n", 2)[2].splitlines()

@@ -135,5 +135,5 @@ def test_secrets_in_a_release_are_found_whole_and_linked_to_their_record():
            "Olga",                                # half of d's secret
            "Jung Olga"]                           # d's words, not in order
     got = secrets_in_release(canaries, src, tgt)
-    assert got == {1: {"canaries": 2, "secret": 2, "with_record": 1},
-                   10: {"canaries": 2, "secret": 0, "with_record": 0}}
+    assert got == {"1": {"canaries": 2, "secret": 2, "with_record": 1},
+                   "10": {"canaries": 2, "secret": 0, "with_record": 0}}

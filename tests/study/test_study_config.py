@@ -310,4 +310,4 @@ def test_cpu_hours_are_a_lower_bound_where_fairseq_trained_longer_than_the_study
         assert shown.startswith("≥") is lower_bound
         if lower_bound:
             assert row["training_hours_uncounted"] == pytest.approx(1.0)
-            assert shown == "≥ 0.90 (+1.00)"
+            assert shown == "≥ 0.90 (+1.00 h wall)"

@@ -50,3 +50,19 @@ def test_no_section_without_the_figures_and_no_share_without_a_gain():
     same = _row("sent", REFS, "full sentences")
     assert precision_shares([dict(same, name="baseline", approach="no fine-tuning"),
                              same]) == {}
+
+
+def test_a_collapsed_cell_is_not_said_to_have_gained_precision():
+    """short output with no precision gain (a model that stops after a word or two) lost
+    nothing to length: it learned nothing"""
+    rows = [{"name": "baseline", "approach": "no fine-tuning", "bleu": 15.0,
+             "brevity_penalty": 0.9, "precisions": [50.0, 22.0, 11.0, 6.0]},
+            {"name": "sent", "approach": "full sentences", "bleu": 29.0, "p_bleu": 0.001,
+             "brevity_penalty": 0.92, "precisions": [61.0, 37.0, 25.0, 18.0]},
+            {"name": "collapsed", "bleu": 0.5, "brevity_penalty": 0.03,
+             "precisions": [48.0, 21.0, 12.0, 7.0], "share_of_gain": -1.0}]
+    assert precision_shares(rows)["collapsed"] < 0.2
+    assert "Here:" not in "\n".join(render(rows))
+    # a full-sentence gain within the bootstrap's noise gives no shares at all
+    rows[1]["p_bleu"] = 0.2
+    assert precision_shares(rows) == {}

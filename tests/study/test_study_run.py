@@ -121,20 +121,25 @@ def test_every_cell_is_in_the_report_with_its_labels(study):
 
 def test_the_report_counts_the_canary_secrets_each_release_holds(study):
     """against a brute-force count: a secret is leaked when its tokens occur, in order and
-    whole, in one released target phrase"""
+    whole, in one released target phrase; beside its record when that pair's source holds
+    the canary's record number"""
     _, out, _, rows = study
     key = json.loads((out / "owner" / "data" / "canaries.json").read_text())["canaries"]
     for name in ("len4-tag", "rel8"):
         rel = out / "cells" / name / "release"
-        tgts = [line.split() for line in (rel / "phrases.en").read_text().splitlines()]
+        pairs = list(zip((rel / "phrases.de").read_text().splitlines(),
+                         (rel / "phrases.en").read_text().splitlines()))
         want: dict[str, list[int]] = {}
         for c in key:
             s = c["secret"].split()
-            hit = any(t[i:i + len(s)] == s for t in tgts for i in range(len(t)))
-            counts = want.setdefault(str(c["repeats"]), [0, 0])
-            counts[0] += hit
+            hits = [src.split() for src, tgt in pairs for t in [tgt.split()]
+                    if any(t[i:i + len(s)] == s for i in range(len(t)))]
+            counts = want.setdefault(str(c["repeats"]), [0, 0, 0])
+            counts[0] += bool(hits)
             counts[1] += 1
-        got = {r: [v["secret"], v["canaries"]] for r, v in rows[name]["release_secrets"].items()}
+            counts[2] += any(c["record"] in src for src in hits)
+        got = {r: [v["secret"], v["canaries"], v["with_record"]]
+               for r, v in rows[name]["release_secrets"].items()}
         assert got == want, name
     assert "release_secrets" not in rows["sent"] and "release_secrets" not in rows["dp8"]
     md = (out / "report" / "report.md").read_text()
