@@ -340,7 +340,7 @@ def plot(rows: Sequence[dict], path: str, title: str) -> None:
                              squeeze=False)
     axes = axes[0]
     placements: list[tuple[Axes, list[LabelledPoint]]] = []
-    cut = False
+    cut = old_rule = False
     for ax, (xlabel, pts) in zip(axes, panels):
         items: list[LabelledPoint] = []
         for name, (x, measured) in pts.items():
@@ -353,7 +353,9 @@ def plot(rows: Sequence[dict], path: str, title: str) -> None:
             ax.scatter([x], [y], s=40, marker="D" if row.get("epsilon") is not None else "o",
                        facecolors=colours[name] if measured else "none",
                        edgecolors=colours[name], zorder=3)
-            items.append((x, y, lo, hi, point_label(row)))
+            old = "membership" in xlabel and _old_membership_rule(row)
+            old_rule |= old
+            items.append((x, y, lo, hi, point_label(row) + (" ‡" if old else "")))
         if xlabel.startswith("run ("):
             ax.set_xticks([])
         if shares:
@@ -373,7 +375,11 @@ def plot(rows: Sequence[dict], path: str, title: str) -> None:
                       label="by definition: nothing shared (0) / the sentences (100%)"),
                Line2D([], [], color="grey", label="paired-bootstrap 95% interval"
                       + (" (cut at the frame)" if cut else ""))]
-    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    if old_rule:
+        handles.append(Line2D([], [], linestyle="", label="‡ an older membership audit "
+                              "(understates the attack)"))
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8,
+               frameon=False)
     fig.suptitle(f"{title}: what each approach keeps of the gain vs what leaks "
                  "(up-left is better)", fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 0.95))

@@ -45,6 +45,9 @@ FULL = [_row("baseline", 20.0, auc=0.5, eps=0, approach="no fine-tuning"),
         _row("sent", 30.0, auc=0.7, approach="full sentences"),
         _row("dp-release", 21.0, rec=_rec(0.0, 0.0, 4), auc=0.5, eps=8),
         _row("dp-sgd", 22.0, auc=0.51, eps=7.9)]
+# len4's and len7's membership from an older audit (held-out pairs also in train kept)
+OLD_RULE = [dict(r, membership=dict(r["membership"], members_left_out=False))
+            if r["name"] in ("len4", "len7") else r for r in FULL]
 # AUDIT=0: no exposure, no membership; cells at the same place
 CROWDED = [_row("baseline", 20.0, eps=0, approach="no fine-tuning"),
            _row("len4", 24.0, rec=_rec(0.02, 0.10, 4)),
@@ -101,8 +104,8 @@ def _hit(a, b, pad=0.5):
     return a[0] < b[2] - pad and b[0] < a[2] - pad and a[1] < b[3] - pad and b[1] < a[3] - pad
 
 
-@pytest.mark.parametrize("rows", [FULL, CROWDED, NO_LEAKAGE], ids=["full", "crowded",
-                                                                    "no-leakage"])
+@pytest.mark.parametrize("rows", [FULL, CROWDED, NO_LEAKAGE, OLD_RULE],
+                         ids=["full", "crowded", "no-leakage", "old-membership-rule"])
 def test_nothing_hides_anything(rows, tmp_path, monkeypatch):
     fig = _render(rows, tmp_path, monkeypatch)
     renderer = fig.canvas.get_renderer()
@@ -134,4 +137,16 @@ def test_nothing_hides_anything(rows, tmp_path, monkeypatch):
         assert not _hit(_box(a, renderer), _box(b, renderer)), \
             f"{a.get_text()!r} and {b.get_text()!r} overlap"
     assert (tmp_path / "f.png").stat().st_size > 1000
+    plt.close(fig)
+
+
+def test_an_older_membership_audit_is_marked_on_its_panel_only(tmp_path, monkeypatch):
+    fig = _render(OLD_RULE, tmp_path, monkeypatch)
+    by_panel = {ax.get_xlabel(): {t.get_text() for t in ax.texts} for ax in fig.axes}
+    mi = [labels for xlabel, labels in by_panel.items() if "membership" in xlabel]
+    assert mi and "len4 ‡" in mi[0] and "len7 ‡" in mi[0] and "len4-tag" in mi[0]
+    assert not [t for xlabel, labels in by_panel.items() if "membership" not in xlabel
+                for t in labels if "‡" in t]
+    assert any("‡ an older membership audit" in t.get_text()
+               for leg in fig.legends for t in leg.get_texts())
     plt.close(fig)
