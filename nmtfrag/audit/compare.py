@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from . import exposure_stats
 from ..errors import InputError
@@ -495,7 +495,8 @@ def _old_membership_rule(row: dict) -> bool:
     return (row.get("membership") or {}).get("members_left_out") is False
 
 
-def _f(x, fmt="{:.2f}"):
+def or_dash(x: Any, fmt: str = "{:.2f}") -> str:
+    """A table cell: the figure formatted, or "–" where it was not measured."""
     return "–" if x is None else fmt.format(x)
 
 
@@ -523,20 +524,20 @@ def render_markdown(title: str, rows: Sequence[dict]) -> str:
         extracted = (f"{sum(v['extracted'] for v in planted)}/"
                      f"{sum(v['canaries'] for v in planted)}") if planted else "–"
         rec = r.get("reconstruction") or {}
-        cells = [r["name"], r.get("approach", ""), _f(r.get("bleu")) + _mark(r.get("p_bleu")),
-                 _f(r.get("chrf"), "{:.1f}") + _mark(r.get("p_chrf")),
-                 _f(r.get("length_ratio"), "{:.2f}"), _f(r.get("epsilon"), "{:.3g}")]
+        cells = [r["name"], r.get("approach", ""), or_dash(r.get("bleu")) + _mark(r.get("p_bleu")),
+                 or_dash(r.get("chrf"), "{:.1f}") + _mark(r.get("p_chrf")),
+                 or_dash(r.get("length_ratio"), "{:.2f}"), or_dash(r.get("epsilon"), "{:.3g}")]
         if repeats:
-            cells += [_f(ex[str(k)]["exposure_mean"]) if str(k) in ex else "–"
+            cells += [or_dash(ex[str(k)]["exposure_mean"]) if str(k) in ex else "–"
                       for k in repeats] + [extracted]
         mi = r.get("membership") or {}
         old = "‡" if _old_membership_rule(r) else ""
-        cells += [_f(mi.get("auc"), "{:.3f}") + old,
-                  _f(mi.get("tpr_at_1pct_fpr"), "{:.3f}") + old,
-                  _f(mi.get("auc_once"), "{:.3f}")]
+        cells += [or_dash(mi.get("auc"), "{:.3f}") + old,
+                  or_dash(mi.get("tpr_at_1pct_fpr"), "{:.3f}") + old,
+                  or_dash(mi.get("auc_once"), "{:.3f}")]
         cells += [_pct(rec.get("pairs_rebuilt_share")),
                   _pct(rec.get("tgt_ngrams_recovered_share")),
-                  _f(rec.get("tgt_longest_span_median"), "{}")]
+                  or_dash(rec.get("tgt_longest_span_median"), "{}")]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", "`*`: differs from the baseline at p < 0.05 (sacrebleu's paired bootstrap, "
               "as run by `nmtfrag evaluate --baseline`). len out/ref: output/reference "

@@ -10,9 +10,9 @@ beside the BLEU share, says how much of a cell's shortfall is length.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
-from ..audit.compare import reference_rows
+from ..audit.compare import or_dash, reference_rows
 
 LENGTH_LOSS = 0.2  # a gap of 20 points of the full gain: wider than a cell's bootstrap interval
 
@@ -54,10 +54,10 @@ def render(rows: Sequence[dict]) -> list[str]:
     for r in have:
         share = shares.get(r["name"])
         lines.append(
-            f"| {r['name']} | {_num(r.get('bleu'))} | {r['brevity_penalty']:.3f} | "
-            f"{_num(r.get('length_ratio'), '{:.3f}')} | "
+            f"| {r['name']} | {or_dash(r.get('bleu'))} | {r['brevity_penalty']:.3f} | "
+            f"{or_dash(r.get('length_ratio'), '{:.3f}')} | "
             f"{' / '.join(f'{p:.1f}' for p in r['precisions'])} | "
-            f"{_num(precision_bleu(r))} | {_num(share, '{:.0%}')} |")
+            f"{or_dash(precision_bleu(r))} | {or_dash(share, '{:.0%}')} |")
     lines += ["", "BLEU = BP × the geometric mean of the n-gram precisions; BLEU / BP is "
               "that mean, the score without its length penalty. A cell whose share of the "
               "full-sentence gain is much higher in BLEU / BP than in BLEU gained in "
@@ -71,7 +71,3 @@ def render(rows: Sequence[dict]) -> list[str]:
         lines.append(f"Here: {', '.join(lost)} (a share of at least {pts}% in BLEU / BP, "
                      f"at least {pts} points above their share in BLEU).")
     return lines + [""]
-
-
-def _num(x: Any, fmt: str = "{:.2f}") -> str:
-    return "–" if x is None else fmt.format(x)

@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from ..audit import compare
+from ..audit.compare import or_dash
 from ..fileio import atomic_writer, read_json, write_json
 from . import length, release_secrets
 from .config import BASELINE, Cell, StudyConfig
@@ -305,15 +306,11 @@ def pending_cells(config: StudyConfig, rows: list[dict]) -> list[str]:
     return [n for n in [BASELINE] + [c.name for c in config.cells] if n not in have]
 
 
-def _f(x: Any, fmt: str = "{:.2f}") -> str:
-    return "–" if x is None else fmt.format(x)
-
-
 def _cpu(r: dict) -> str:
     missed = r.get("training_hours_uncounted")
     if missed is None:
-        return _f(r.get("cpu_hours_cell"))
-    return f"≥ {_f(r.get('cpu_hours_cell'))} (+{missed:.2f} h wall)"
+        return or_dash(r.get("cpu_hours_cell"))
+    return f"≥ {or_dash(r.get('cpu_hours_cell'))} (+{missed:.2f} h wall)"
 
 
 def _share(r: dict) -> str:
@@ -362,12 +359,12 @@ def render_markdown(config: StudyConfig, rows: list[dict],
               "|" + "---|" * len(head)]
     for r in rows:
         dagger = "†" if r.get("ran_on") is not None else ""
-        cells = [r["name"] + dagger, r["approach"], _f(r.get("bleu")) + _star(r.get("p_bleu")),
-                 _f(r.get("chrf"), "{:.1f}") + _star(r.get("p_chrf")),
-                 _f(r.get("length_ratio"), "{:.3f}"), _share(r),
-                 _f(r.get("p_bleu_vs_full"), "{:.3f}"), r.get("ended") or "–",
-                 _f(r.get("updates"), "{:,}"), _f(r.get("tokens_seen"), "{:,.0f}"),
-                 _f(r.get("passes"), "{:.3g}"), _cpu(r),
+        cells = [r["name"] + dagger, r["approach"], or_dash(r.get("bleu")) + _star(r.get("p_bleu")),
+                 or_dash(r.get("chrf"), "{:.1f}") + _star(r.get("p_chrf")),
+                 or_dash(r.get("length_ratio"), "{:.3f}"), _share(r),
+                 or_dash(r.get("p_bleu_vs_full"), "{:.3f}"), r.get("ended") or "–",
+                 or_dash(r.get("updates"), "{:,}"), or_dash(r.get("tokens_seen"), "{:,.0f}"),
+                 or_dash(r.get("passes"), "{:.3g}"), _cpu(r),
                  r.get("privacy", "")]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", "`*`: BLEU (chrF) differs from the baseline's at p < 0.05 (sacrebleu's "
@@ -391,10 +388,10 @@ def render_markdown(config: StudyConfig, rows: list[dict],
                   "mean step SNR | clipped |", "|---|---:|---:|---:|---:|---:|"]
         for r in sgd:
             acc = r.get("epsilon_by_accountant") or {}
-            lines.append(f"| {r['name']} | {_f(acc.get('rdp'))} / {_f(acc.get('prv'))} | "
-                         f"{_f(r.get('sigma'), '{:.3f}')} | {_f(r.get('dp_steps'), '{}')} | "
-                         f"{_f(r.get('snr_mean'), '{:.3f}')} | "
-                         f"{_f(r.get('clipped_share'), '{:.0%}')} |")
+            lines.append(f"| {r['name']} | {or_dash(acc.get('rdp'))} / {or_dash(acc.get('prv'))} | "
+                         f"{or_dash(r.get('sigma'), '{:.3f}')} | {or_dash(r.get('dp_steps'), '{}')} | "
+                         f"{or_dash(r.get('snr_mean'), '{:.3f}')} | "
+                         f"{or_dash(r.get('clipped_share'), '{:.0%}')} |")
         lines += ["", "Mean step SNR: the norm of the clipped gradient sum over the noise's, "
                   "averaged over steps (Anil et al. 2021); a simulation or control shows its "
                   "own noise.", ""]
