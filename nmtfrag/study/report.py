@@ -359,7 +359,8 @@ def render_markdown(config: StudyConfig, rows: list[dict],
               "|" + "---|" * len(head)]
     for r in rows:
         dagger = "†" if r.get("ran_on") is not None else ""
-        cells = [r["name"] + dagger, r["approach"], or_dash(r.get("bleu")) + _star(r.get("p_bleu")),
+        cells = [r["name"] + dagger, r["approach"],
+                 or_dash(r.get("bleu")) + _star(r.get("p_bleu")),
                  or_dash(r.get("chrf"), "{:.1f}") + _star(r.get("p_chrf")),
                  or_dash(r.get("length_ratio"), "{:.3f}"), _share(r),
                  or_dash(r.get("p_bleu_vs_full"), "{:.3f}"), r.get("ended") or "–",
@@ -388,8 +389,9 @@ def render_markdown(config: StudyConfig, rows: list[dict],
                   "mean step SNR | clipped |", "|---|---:|---:|---:|---:|---:|"]
         for r in sgd:
             acc = r.get("epsilon_by_accountant") or {}
-            lines.append(f"| {r['name']} | {or_dash(acc.get('rdp'))} / {or_dash(acc.get('prv'))} | "
-                         f"{or_dash(r.get('sigma'), '{:.3f}')} | {or_dash(r.get('dp_steps'), '{}')} | "
+            lines.append(f"| {r['name']} | {or_dash(acc.get('rdp'))} / "
+                         f"{or_dash(acc.get('prv'))} | {or_dash(r.get('sigma'), '{:.3f}')} | "
+                         f"{or_dash(r.get('dp_steps'), '{}')} | "
                          f"{or_dash(r.get('snr_mean'), '{:.3f}')} | "
                          f"{or_dash(r.get('clipped_share'), '{:.0%}')} |")
         lines += ["", "Mean step SNR: the norm of the clipped gradient sum over the noise's, "
