@@ -46,6 +46,18 @@ def machine_text(m: dict) -> str:
             f"thread(s)")
 
 
+def busy_warning(cpus: int, load: float, jobs: int, per_job: int) -> str | None:
+    """A warning when the threads this run adds to the machine's load (its 1-minute
+    average) exceed its CPUs: another run already holds cores, every cell's steps share
+    them and take longer in wall time (their CPU hours stay comparable). None otherwise."""
+    wanted = jobs * per_job
+    if load + wanted <= cpus + 0.5:
+        return None
+    return (f"the machine is already busy (load {load:.1f} on {cpus} CPUs): {jobs} job(s) "
+            f"× {per_job} thread(s) will share cores with it, so each step takes longer "
+            f"in wall time; fit --jobs and --threads to the CPUs left, or wait")
+
+
 def read_machines(paths: Paths) -> list[dict]:
     """Every run's entry, in order."""
     if not os.path.isfile(paths.machines):
