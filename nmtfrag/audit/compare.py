@@ -638,7 +638,8 @@ def table_notes(rows: Sequence[dict]) -> list[str]:
         notes.append(f"Share of the full-sentence gain ({full['name']}: "
                      f"{full['bleu'] - base['bleu']:+.2f} BLEU over the baseline) kept: "
                      + ", ".join(kept) + ".")
-    elif base is not None and full is not None and full.get("bleu") is not None:
+    elif shares is None and base is not None and full is not None and \
+            full.get("bleu") is not None:  # a gain within the noise, not a lone pair
         notes.append(f"Full sentences ({full['name']}) gained nothing measurable over the "
                      f"baseline ({full['bleu'] - base['bleu']:+.2f} BLEU"
                      + (f", p = {full['p_bleu']:.3f}" if full.get("p_bleu") is not None

@@ -137,6 +137,10 @@ def test_notes_are_computed_from_the_table(runs):
         "holds one): a 10.00%, b 30.00%." in table_notes(rows)
     only = [rows[0], rows[3]]  # the baseline and full sentences: no share to list
     assert not any(n.startswith("Share") for n in table_notes(only))
+    assert not any("gained nothing" in n for n in table_notes(only))  # it gained
+    noise = [rows[0], dict(rows[3], bleu=10.5, p_bleu=0.3)]
+    assert any("gained nothing measurable over the baseline (+0.50 BLEU, p = 0.300)" in n
+               for n in table_notes(noise))
     rows[2]["length_ratio"] = rows[3]["length_ratio"] = 0.99
     assert "No cell's length ratio is more than 0.05 below the baseline's (1.00)." in \
         table_notes(rows)
