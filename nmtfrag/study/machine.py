@@ -46,6 +46,24 @@ def machine_text(m: dict) -> str:
             f"thread(s)")
 
 
+def load_from(loadavg: str) -> float:
+    """The load other programs put on the machine, from /proc/loadavg's text: the 1-minute
+    average, but no more than the tasks runnable now besides the reader (the average
+    lags: a run stopped a minute ago still counts in it)."""
+    fields = loadavg.split()
+    runnable = int(fields[3].split("/")[0]) - 1  # the reader is runnable while it reads
+    return min(float(fields[0]), float(max(0, runnable)))
+
+
+def machine_load() -> float:
+    """load_from(/proc/loadavg) on Linux; the 1-minute average elsewhere (0 without one)."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            return load_from(f.read())
+    except (OSError, ValueError, IndexError):
+        return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+
+
 def busy_warning(cpus: int, load: float, jobs: int, per_job: int) -> str | None:
     """A warning when the threads this run adds to the machine's load (its 1-minute
     average) exceed its CPUs: another run already holds cores, every cell's steps share

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InputError
 from .config import BASELINE, Cell, StudyConfig
-from .machine import busy_warning, machine_text, note_machine
+from .machine import busy_warning, machine_load, machine_text, note_machine
 from .plan import EVALUATE, FINETUNE, RELEASE, CellPlan, Paths, Planner, Step
 from .record import check_and_record, settings_now
 from .state import cpu_of_live, hold_lock, resumable, settle_killed, update_state
@@ -230,7 +230,7 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
                  f"baseline, {jobs} at a time, {per_job} thread(s) each")
         progress("machine: " + machine_text(note_machine(paths, config.machine, jobs, per_job,
                                                          chosen)))
-        busy = busy_warning(os.cpu_count() or 1, _load(), jobs, per_job)
+        busy = busy_warning(os.cpu_count() or 1, machine_load(), jobs, per_job)
         if busy and config.machine.device == "cpu":
             progress("warning: " + busy)
         _data_checks(config, progress)
@@ -264,11 +264,6 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
         return 1
     progress(f"done: {os.path.join(paths.report, 'report.md')}")
     return 0
-
-
-def _load() -> float:
-    """The machine's 1-minute load average (0 where the system has none)."""
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
 
 
 def _run_steps(ex: Executor, steps: list[Step], threads: int) -> None:
