@@ -194,10 +194,13 @@ def collect(spec: dict, base: str) -> tuple[list[dict], dict[str, str]]:
                     row["exposure_canaries"] = exposure_stats.canaries_by_repeats(rep)
                     row["exposure_canary_set"] = exposure_stats.canary_set_digest(rep)
                 elif field == "membership":
-                    once = (rep.get("by_repeats") or {}).get("once") or {}
+                    by_repeats = rep.get("by_repeats") or {}
+                    once = by_repeats.get("once") or {}
                     row["membership"] = {"auc": rep["auc"],
                                          "tpr_at_1pct_fpr": rep["tpr_at_1pct_fpr"],
                                          "auc_once": once.get("auc"),
+                                         "auc_repeated":
+                                             (by_repeats.get("repeated") or {}).get("auc"),
                                          "calibrated": "calibrated" in rep,
                                          # older audits kept held-out pairs that are
                                          # also training pairs among the non-members
@@ -655,9 +658,11 @@ def table_notes(rows: Sequence[dict]) -> list[str]:
                  if (r.get("membership") or {}).get("auc_once") is not None]
     if held_once:
         notes.append("Membership inference AUC on the pairs the training data holds once "
-                     "(on all sampled pairs in brackets): " + ", ".join(
-                         f"{n} {m['auc_once']:.3f} ({m['auc']:.3f})" for n, m in held_once)
-                     + ".")
+                     "(in brackets: on those it repeats, where measured, then on all sampled "
+                     "pairs): " + ", ".join(
+                         f"{n} {m['auc_once']:.3f} ("
+                         + (f"{m['auc_repeated']:.3f}; " if m.get("auc_repeated") is not None
+                            else "") + f"{m['auc']:.3f})" for n, m in held_once) + ".")
     notes += exposure_notes(rows, full)
     leaked = [r["name"] for r in rows if any(
         v.get("extracted") for k, v in (r.get("exposure") or {}).items() if int(k) > 0)]

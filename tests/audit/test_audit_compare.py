@@ -51,7 +51,8 @@ def runs(tmp_path):
     _w(tmp_path / "mi" / "report.json", {
         "kind": "nmtfrag-membership-audit", "auc": 0.612, "tpr_at_1pct_fpr": 0.034,
         "non_members_dropped_as_members": 3,
-        "by_repeats": {"once": {"members": 40, "auc": 0.55, "tpr_at_1pct_fpr": 0.01}}})
+        "by_repeats": {"once": {"members": 40, "auc": 0.55, "tpr_at_1pct_fpr": 0.01},
+                       "repeated": {"members": 60, "auc": 0.66, "tpr_at_1pct_fpr": 0.05}}})
     # an audit from before held-out pairs found in training were left out
     _w(tmp_path / "mi-old" / "report.json", {"kind": "nmtfrag-membership-audit",
                                              "auc": 0.7, "tpr_at_1pct_fpr": 0.05})
@@ -73,6 +74,8 @@ def test_report_carries_figures(runs):
     assert by["phrases"]["exposure"]["100"]["exposure_mean"] == 6.5
     assert by["dp"]["epsilon"] == 7.9 and "epsilon" not in by["baseline"]
     assert by["phrases"]["membership"]["auc"] == 0.612
+    assert by["phrases"]["membership"]["auc_repeated"] == 0.66
+    assert by["dp"]["membership"]["auc_repeated"] is None  # an older audit: no split
     assert "membership" not in by["baseline"]
     md = (runs / "out" / "report.md").read_text()
     assert "| phrases |" in md and "14.00%" in md and "6.50" in md and "7.9" in md
@@ -125,8 +128,11 @@ def test_notes_are_computed_from_the_table(runs):
         " ".join(notes)
     assert "kept: a 50%, b -25%, c 25%." in " ".join(notes)
     assert "output verbatim by: c." in " ".join(notes)
-    assert ("holds once (on all sampled pairs in brackets): c 0.647 (0.740)." in
-            " ".join(notes))
+    assert ("holds once (in brackets: on those it repeats, where measured, then on all "
+            "sampled pairs): c 0.647 (0.740)." in " ".join(notes))
+    rows[4]["membership"]["auc_repeated"] = 0.770
+    assert "pairs): c 0.647 (0.770; 0.740)." in " ".join(table_notes(rows))
+    del rows[4]["membership"]["auc_repeated"]
     # an audit without the split (an older one) is not named
     assert not any("holds once" in n for n in table_notes(
         [{"name": "d", "membership": {"auc": 0.7, "auc_once": None}}]))
