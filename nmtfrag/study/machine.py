@@ -65,9 +65,9 @@ def machine_load() -> float:
 
 
 def busy_warning(cpus: int, load: float, jobs: int, per_job: int) -> str | None:
-    """A warning when the threads this run adds to the machine's load (its 1-minute
-    average) exceed its CPUs: another run already holds cores, every cell's steps share
-    them and take longer in wall time (their CPU hours stay comparable). None otherwise."""
+    """A warning when the threads this run adds to the machine's load (machine_load())
+    exceed its CPUs: another run already holds cores, every cell's steps share them and
+    take longer in wall time (their CPU hours stay comparable). None otherwise."""
     wanted = jobs * per_job
     if load + wanted <= cpus + 0.5:
         return None

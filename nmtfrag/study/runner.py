@@ -230,8 +230,9 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
                  f"baseline, {jobs} at a time, {per_job} thread(s) each")
         progress("machine: " + machine_text(note_machine(paths, config.machine, jobs, per_job,
                                                          chosen)))
-        busy = busy_warning(os.cpu_count() or 1, machine_load(), jobs, per_job)
-        if busy and config.machine.device == "cpu":
+        busy = (busy_warning(os.cpu_count() or 1, machine_load(), jobs, per_job)
+                if config.machine.device == "cpu" else None)  # a GPU run trains elsewhere
+        if busy:
             progress("warning: " + busy)
         _data_checks(config, progress)
         _shared_inputs(planner, ex, total_threads)
