@@ -689,6 +689,16 @@ def epochs_completed(state: dict) -> int | None:
     return None if epoch is None else int(epoch) - 1
 
 
+def stopped_early(outcome: TrainingOutcome, config: FineTuneConfig) -> bool:
+    """Whether early stopping ended the run: it stopped short of every cap it had (an
+    update cap, an epoch cap, or both). A run with neither ends only that way."""
+    short_of_updates = not config.max_updates or outcome.num_updates < config.max_updates
+    short_of_epochs = not config.max_epochs or (
+        outcome.epochs_completed is not None
+        and outcome.epochs_completed < config.max_epochs)
+    return short_of_updates and short_of_epochs
+
+
 def run_manifest(job: FineTuneJob, config: FineTuneConfig, md: ModelDir,
                  sources: TrainingSources, prep: dict, outcome: TrainingOutcome,
                  before: float | None, device: str) -> dict:
@@ -736,9 +746,7 @@ def run_manifest(job: FineTuneJob, config: FineTuneConfig, md: ModelDir,
             "valid_loss_before": before, "valid_loss_best": outcome.valid_loss_best,
             "num_updates": outcome.num_updates, "epochs_completed": outcome.epochs_completed,
             "best_checkpoint_updates": outcome.best_checkpoint_updates,
-            "stopped_early": bool(config.max_updates
-                                  and outcome.num_updates < config.max_updates
-                                  and not config.max_epochs),
+            "stopped_early": stopped_early(outcome, config) if validate else False,
             "resumed": bool(job.resume),
             "train_seconds_this_run": round(outcome.train_seconds, 1),
             "train_seconds": round(outcome.earlier_train_seconds + outcome.train_seconds, 1),

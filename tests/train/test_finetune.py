@@ -142,7 +142,7 @@ def test_validating_every_n_updates_a_run_ends_at_its_epoch_cap_validated_and_sa
     assert total % 5 and total > 5  # the tail since the last validation is not empty
     assert [v["num_updates"] for v in r["validations_this_run"]] == \
         list(range(5, total, 5)) + [total]
-    assert r["epochs_completed"] == 2
+    assert r["epochs_completed"] == 2 and r["stopped_early"] is False
     last = load_state(os.path.join(out, "checkpoints", "checkpoint_last.pt"))
     assert last["optimizer_history"][-1]["num_updates"] == total
 
@@ -172,6 +172,21 @@ def _copy_dies_half_way(copy, monkeypatch, tmp_path):
         copy(str(src), str(dst), True)
     monkeypatch.setattr(shutil, "copyfileobj", real)
     return dst.read_bytes(), sorted(p.name for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("caps, updates, epochs, expect", [
+    ({"max_epochs": 10}, 2680, 4, True),          # a study's phrase cell: 4 of 10 epochs
+    ({"max_epochs": 10}, 2160, 10, False),        # the sentence cell, at its cap
+    ({"max_updates": 100}, 75, 0, True),
+    ({"max_updates": 100}, 100, 3, False),
+    ({"max_updates": 100, "max_epochs": 2}, 60, 2, False),   # the epoch cap came first
+    ({"max_updates": 100, "max_epochs": 5}, 60, 2, True),
+])
+def test_the_manifest_says_early_stopping_ended_a_run_only_short_of_every_cap(
+        caps, updates, epochs, expect):
+    outcome = finetune_module.TrainingOutcome(argv=[], validations=[], train_seconds=0.0,
+                                              num_updates=updates, epochs_completed=epochs)
+    assert finetune_module.stopped_early(outcome, FineTuneConfig(**caps)) is expect
 
 
 def test_checkpoint_copy_killed_half_way_keeps_the_last_complete_file(monkeypatch, tmp_path):
