@@ -22,6 +22,7 @@ from typing import Any
 from ..audit import compare
 from ..audit.compare import or_dash
 from ..fileio import atomic_writer, read_json, write_json
+from ..train.finetune import ended_at_cap
 from . import length, release_secrets
 from .config import BASELINE, Cell, StudyConfig
 from .machine import machine_text, read_machines
@@ -101,8 +102,7 @@ def training_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, 
     cap_e, cap_u = params.get("max_epochs"), params.get("max_updates")
     if cell.approach == "dp-release":
         ended = f"fixed plan ({_passes(cell.passes)}, last checkpoint)"
-    elif (cap_e and epochs is not None and epochs >= cap_e) or (cap_u and updates
-                                                                 and updates >= cap_u):
+    elif ended_at_cap(updates, epochs, cap_u, cap_e):
         ended = "at its cap"
     elif updates is not None:
         ended = "early stop (validation)"

@@ -689,14 +689,22 @@ def epochs_completed(state: dict) -> int | None:
     return None if epoch is None else int(epoch) - 1
 
 
+def ended_at_cap(num_updates: int | None, epochs_completed: int | None,
+                 max_updates: int | None, max_epochs: int | None) -> bool:
+    """Whether a run reached a cap it had (updates or epochs; an unknown count reached
+    none). The manifest and the study report both decide "at its cap" by this rule."""
+    return bool((max_epochs and epochs_completed is not None and epochs_completed >= max_epochs)
+                or (max_updates and num_updates is not None and num_updates >= max_updates))
+
+
 def stopped_early(outcome: TrainingOutcome, config: FineTuneConfig) -> bool:
-    """Whether early stopping ended the run: it stopped short of every cap it had (an
-    update cap, an epoch cap, or both). A run with neither ends only that way."""
-    short_of_updates = not config.max_updates or outcome.num_updates < config.max_updates
-    short_of_epochs = not config.max_epochs or (
-        outcome.epochs_completed is not None
-        and outcome.epochs_completed < config.max_epochs)
-    return short_of_updates and short_of_epochs
+    """Whether early stopping ended the run: it stopped short of every cap it had. A run
+    with neither ends only that way; one with an epoch cap but no epoch count is not
+    called early-stopped."""
+    if config.max_epochs and outcome.epochs_completed is None:
+        return False
+    return not ended_at_cap(outcome.num_updates, outcome.epochs_completed,
+                            config.max_updates, config.max_epochs)
 
 
 def run_manifest(job: FineTuneJob, config: FineTuneConfig, md: ModelDir,
