@@ -28,6 +28,7 @@ COMMANDS = [
     ("finetune", "nmtfrag.cli.finetune"),
     ("evaluate", "nmtfrag.cli.evaluate"),
     ("translate", "nmtfrag.cli.translate"),
+    ("length-penalty", "nmtfrag.cli.length_penalty"),
     ("vocab", "nmtfrag.cli.vocab"),
     ("privacy", "nmtfrag.cli.privacy"),
     ("split", "nmtfrag.cli.split"),

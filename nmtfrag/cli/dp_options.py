@@ -34,6 +34,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_batches(g)
     _add_units(g)
     _add_recipe(g)
+    _add_public(g)
+
+
+def _add_public(g: opt.OptionGroup) -> None:
+    """Public pairs in every logical batch (ε unchanged)."""
+    g.add_argument("--dp-public-train", metavar="PREFIX", default=None,
+                   help="public parallel text PREFIX.SRC / PREFIX.TGT (raw): pairs of it join "
+                        "every logical batch unclipped and noise-free; they read nothing "
+                        "private, so the certificate's ε is unchanged (it records their "
+                        "SHA-256)")
+    g.add_argument("--dp-public-batch", type=ct.positive_int, default=0, metavar="N",
+                   help="public pairs per logical batch (with --dp-public-train)")
+    g.add_argument("--dp-public-weight", type=ct.positive_float, default=1.0, metavar="W",
+                   help="weight of a public pair against a private one in the update's "
+                        "mean (default %(default)s)")
 
 
 def _add_guarantee(g: opt.OptionGroup) -> None:
@@ -243,4 +258,6 @@ def config_from_args(args: argparse.Namespace) -> DPConfig:
         clip_mode=args.dp_clip_mode, loss=args.dp_loss,
         warmup_steps=(args.dp_warmup_steps if args.dp_warmup_steps is not None
                       else getattr(args, "warmup_updates", 0) or 0),
-        simulate_batch=args.dp_simulate_batch, control=args.dp_control)
+        simulate_batch=args.dp_simulate_batch, control=args.dp_control,
+        public_train=args.dp_public_train, public_batch=args.dp_public_batch,
+        public_weight=args.dp_public_weight)

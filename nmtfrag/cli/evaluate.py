@@ -58,7 +58,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     help="write OUT/lengths.png (output vs reference length)")
     io.add_argument("--name", help="system name in the report (default: model dir name)")
     opt.add_overwrite(io)
-    opt.add_decoding(p.add_argument_group("generation"))
+    gen = p.add_argument_group("generation")
+    opt.add_decoding(gen)
+    gen.add_argument("--lenpen-from", metavar="DIR", default=None,
+                     help="the length penalty chosen by `nmtfrag length-penalty` into DIR "
+                          "(on public text), instead of --lenpen")
+
+
+def lenpen_of(args: argparse.Namespace) -> float:
+    """--lenpen, or the value a `nmtfrag length-penalty` output chose (--lenpen-from)."""
+    from ..errors import InputError
+    from ..translate.length_penalty import chosen_lenpen
+
+    if args.lenpen_from is None:
+        return args.lenpen
+    if args.lenpen != 1.0:
+        raise InputError("give --lenpen or --lenpen-from, not both")
+    return chosen_lenpen(args.lenpen_from)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
                         batch_size=args.batch_size, device=device or "cpu", fp16=args.fp16,
                         checkpoint=args.checkpoint, compute_type=args.compute_type,
                         ct2_cache=args.ct2_cache, threads=args.threads,
-                        max_len_a=args.max_len_a, max_len_b=args.max_len_b)
+                        max_len_a=args.max_len_a, max_len_b=args.max_len_b,
+                        lenpen=lenpen_of(args))
     rep = evaluate(args.out, src=args.src, ref=args.ref, model=args.model, hyp=args.hyp,
                    decoding=decoding, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                    tokenized=args.tokenized, baseline=args.baseline, plot=args.plot,

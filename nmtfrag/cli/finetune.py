@@ -39,6 +39,9 @@ HELP = "fine-tune a WMT19-format model on a release or parallel files (fairseq)"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     _add_input_output(p.add_argument_group("input and output"))
+    _add_public(p.add_argument_group(
+        "public text (reads nothing private: no guarantee or audit of the private "
+        "material changes)"))
     tr = p.add_argument_group("training (defaults: Kim et al. 2021)")
     _add_training(tr)
     dp_cli.add_trainable_arguments(tr)
@@ -83,6 +86,59 @@ def _add_input_output(io: opt.OptionGroup) -> None:
     opt.add_keep_work(io, "keep OUT/.work (subword text and binaries of the training data)")
     io.add_argument("--keep-checkpoints", action="store_true",
                     help="keep OUT/checkpoints (with optimizer state)")
+
+
+def _add_public(g: opt.OptionGroup) -> None:
+    g.add_argument("--public-train", metavar="PREFIX",
+                   help="public parallel text PREFIX.SRC / PREFIX.TGT (raw text, one "
+                        "sentence a line) to train on beside --train (mixed fine-tuning), "
+                        "untagged, shuffled in; with --pack public, also the sentence "
+                        "lengths packing follows. Its SHA-256 is recorded like the model's")
+    g.add_argument("--public-share", type=ct.probability, default=None, metavar="S",
+                   help="the public pairs' share of the training target tokens (after "
+                        "BPE), e.g. 0.5: as many public target tokens as --train's")
+    g.add_argument("--public-min-words", type=ct.nonnegative_int, default=0, metavar="N",
+                   help="draw only public pairs whose target has ≥ N words (default 0: "
+                        "all; a choice of public text, e.g. longer sentences)")
+    g.add_argument("--public-only", action="store_true",
+                   help="train on the drawn public pairs alone, sized as if mixed with "
+                        "--train: the control that says what a mixed run owes to --train")
+    g.add_argument("--pack", metavar="public|N", default=None,
+                   help="pack the release's phrase pairs into examples of sentence length: "
+                        "'public' draws each example's target length (words) from "
+                        "--public-train's sentences, N fixes it; every occurrence is used "
+                        "once (one pass over the packed data is one over the release). "
+                        "Post-processing of the release: its guarantee is unchanged")
+    g.add_argument("--pack-tags", choices=("keep", "drop"), default="keep",
+                   help="with --pack: keep each fragment's <P> … </P> (default) or drop them")
+
+
+def reshape_from_args(args: argparse.Namespace):
+    """The job's Reshape (public pairs, packing) from the options, or None."""
+    from ..errors import InputError
+    from ..train.packing import PackSpec
+    from ..train.public_mix import PublicMix
+    from ..train.reshape import Reshape
+
+    public = getattr(args, "public_train", None)
+    given = [o for o, v in (("--public-share", args.public_share),
+                            ("--public-min-words", args.public_min_words),
+                            ("--public-only", args.public_only)) if v]
+    if not public:
+        if given:
+            raise InputError(f"{given[0]} needs --public-train")
+        if args.pack is None:
+            if args.pack_tags != "keep":
+                raise InputError("--pack-tags needs --pack")
+            return None
+    if public and args.public_share is None and args.pack != "public":
+        raise InputError("--public-train needs --public-share (how much public text to "
+                         "mix in), or --pack public (its sentence lengths only)")
+    mix = PublicMix.of_prefix(public, args.src_lang, args.tgt_lang, args.public_share,
+                              min_words=args.public_min_words,
+                              only=args.public_only) if public else None
+    pack = PackSpec.of_text(args.pack, args.pack_tags) if args.pack is not None else None
+    return Reshape(mix, pack)
 
 
 def _add_training(tr: opt.OptionGroup) -> None:
@@ -201,6 +257,11 @@ def _run(args):
     dp = getattr(args, "dp", False)
     if dp:
         dp_cli.check_compatible(args)
+    elif getattr(args, "dp_public_train", None):
+        from ..errors import InputError
+
+        raise InputError("--dp-public-train is DP-SGD's (with --dp); without --dp give "
+                         "--public-train and --public-share")
     job = job_from_args(args, world_size=dp_cli.world_size(args) if dp else args.gpus)
     if dp:
         from ..dp.engine import dp_finetune
@@ -253,7 +314,7 @@ def job_from_args(args: argparse.Namespace, world_size: int) -> FineTuneJob:
         overwrite=args.overwrite, keep_work=args.keep_work, quiet=args.quiet,
         log_interval=args.log_interval, world_size=world_size,
         resume=bool(getattr(args, "resume", False)),
-        save_every=getattr(args, "dp_save_every", 10))
+        save_every=getattr(args, "dp_save_every", 10), reshape=reshape_from_args(args))
 
 
 def config_from_args(args: argparse.Namespace) -> FineTuneConfig:

@@ -162,6 +162,12 @@ def add_decoding(g: OptionGroup) -> None:
     g.add_argument("--fp16", action="store_true", help="fairseq on cuda: half precision")
     add_threads(g, "CPU threads (torch; and ctranslate2's, default torch's count)")
     add_length_limits(g)
+    g.add_argument("--lenpen", type=ct.positive_float, default=1.0, metavar="P",
+                   help="length penalty of beam search, as fairseq's --lenpen and "
+                        "CTranslate2's length_penalty: finished hypotheses are ranked by "
+                        "log-probability / length^P, so P > 1 favours longer output "
+                        "(default %(default)s). `nmtfrag length-penalty` chooses one on "
+                        "public text")
     add_engine(g)
 
 

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
                          ct2_cache=args.ct2_cache, threads=args.threads,
                          src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                          checkpoint=args.checkpoint, device=device, fp16=args.fp16,
-                         beam=args.beam, max_len_a=args.max_len_a,
+                         beam=args.beam, lenpen=args.lenpen, max_len_a=args.max_len_a,
                          max_len_b=args.max_len_b, max_tokens=args.max_tokens,
                          batch_size=args.batch_size)
     outs = tr.translate(lines, mode="moses" if args.tokenized else "raw",

@@ -57,6 +57,11 @@ class DPConfig:
     warmup_steps: int = 0                      # linear lr warm-up over these steps
     simulate_batch: Optional[int] = None       # not private: nmtfrag.dp.simulate
     control: bool = False                      # σ = 0, not private: nmtfrag.dp.simulate
+    # public pairs in every logical batch, unclipped and noise-free (ε unchanged):
+    # PREFIX of public parallel text, pairs per step, weight of each against a private one
+    public_train: Optional[str] = None
+    public_batch: int = 0
+    public_weight: float = 1.0
 
     def __post_init__(self) -> None:
         """Left out, the rate and the length of the run are the default recipe's
@@ -99,6 +104,11 @@ class DPConfig:
         if self.warmup_steps is None or self.warmup_steps < 0:
             raise InputError("--dp-warmup-steps must be ≥ 0")
         simulate.check(self)
+        if (self.public_train is None) != (self.public_batch == 0):
+            raise InputError("--dp-public-train PREFIX and --dp-public-batch N go together "
+                             "(public pairs per logical batch)")
+        if self.public_batch < 0 or not self.public_weight > 0:
+            raise InputError("--dp-public-batch must be ≥ 1 and --dp-public-weight > 0")
         if self.unit == "document" and self.dedup:
             raise InputError("--dedup with --privacy-unit document: a document is the "
                              "unit, so its repeated pairs are already protected with it")

@@ -103,6 +103,7 @@ def _train_and_write(job: FineTuneJob, config: DPConfig, seed: Seed,
         units = (None if documents is None
                  else units_of_rows(prep.train_lines, documents))
         train_ds, valid_ds = task.dataset("train"), task.dataset("valid")
+        public_ds = task.dataset(PUBLIC_SPLIT) if config.public_train else None
         plan = plan_run(config, out, seed, job.resume,
                         len(units) if units is not None else len(train_ds), units)
         setup = set_up_model(model.float(), config, seed, device)
@@ -111,7 +112,7 @@ def _train_and_write(job: FineTuneJob, config: DPConfig, seed: Seed,
         before = valid_bits(valid_ds, ls, setup.model) if validating else None
         announce(job, config, plan, setup, seed)
         run = train(job, config, plan, setup, seed, train_ds, valid_ds if validating else None,
-                    units, out, work, device)
+                    units, out, work, device, public_ds)
         setup.model = setup.model.to(device)
         after = valid_bits(valid_ds, ls, setup.model) if validating else None
         write_trained_model(setup.model, config, layout, md, out, job)
@@ -140,6 +141,10 @@ def start(job: FineTuneJob, config: DPConfig) -> Seed:
     import torch
 
     config.check()
+    if job.reshape is not None:
+        raise InputError("--public-train/--pack reshape fairseq's training split; under "
+                         "--dp public pairs join each logical batch instead "
+                         "(--dp-public-train), outside the clipped, noised sum")
     if job.threads:
         torch.set_num_threads(job.threads)
     seed = resolve_seed(config.seed)
@@ -239,13 +244,44 @@ def prepare_model_and_data(job: FineTuneJob, config: DPConfig, md: ModelDir,
         prep = training_data.prepare(
             md, sources, layout, seed=1 if config.seed is None else config.seed,
             tags=TagPolicy.of_flag(job.tags, data_decides=False), dedup=config.dedup)
+        if config.public_train:
+            prepare_public_pool(job, config, md, layout)
         models, _, task = checkpoint_utils.load_model_ensemble_and_task(
             [layout.init_checkpoint],
             arg_overrides={"data": layout.bin_dir, "source_lang": job.src_lang,
                            "target_lang": job.tgt_lang, "dropout": job.dropout})
         task.load_dataset("train")
         task.load_dataset("valid")
+        if config.public_train:
+            task.load_dataset(PUBLIC_SPLIT)
     return prep, models[0], task
+
+
+# the binarised split that holds a DP run's public pairs (a DP run has no test split)
+PUBLIC_SPLIT = "test"
+PUBLIC_POOL = 100_000  # public pairs a run's logical batches cycle through
+PUBLIC_SEED = 1        # their order: public text only, so a fixed, published seed
+
+
+def prepare_public_pool(job: FineTuneJob, config: DPConfig, md: ModelDir,
+                        layout: WorkLayout) -> None:
+    """Binarise up to PUBLIC_POOL public pairs (seeded order) with the run's
+    dictionaries, as the PUBLIC_SPLIT split beside the training data."""
+    from ..data.bpe import BPE
+    from ..fileio import write_parallel
+    from ..train.binarize import binarize
+    from ..train.public_mix import public_pool
+
+    src, tgt = (f"{config.public_train}.{job.src_lang}",
+                f"{config.public_train}.{job.tgt_lang}")
+    pairs = public_pool(src, tgt, BPE(md.bpecodes), PUBLIC_POOL, PUBLIC_SEED, job.src_lang,
+                        job.tgt_lang)
+    if not pairs:
+        raise InputError(f"--dp-public-train {config.public_train}: no usable pair")
+    prefix = layout.text_prefix("public")
+    write_parallel(f"{prefix}.{job.src_lang}", f"{prefix}.{job.tgt_lang}", pairs)
+    binarize({PUBLIC_SPLIT: prefix}, layout.bin_dir, layout.dictionary(job.src_lang),
+             layout.dictionary(job.tgt_lang), job.src_lang, job.tgt_lang)
 
 
 def announce(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSetup,

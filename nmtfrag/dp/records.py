@@ -107,6 +107,8 @@ def certificate(config: DPConfig, job: FineTuneJob, plan: NoisePlan, setup: Mode
                 "calibration": accounting.calibration_record(config.accountant,
                                                              config.target_epsilon),
                 "randomness": seed.public_record()}
+    if config.public_train:
+        training["public_data"] = public_data_record(config, job)
     eps, eps_all, parts = accounting.certify_training(training)
     training.update(epsilon=eps, epsilon_all_accountants=eps_all)
     training["composition"]["parts"] = parts
@@ -116,6 +118,25 @@ def certificate(config: DPConfig, job: FineTuneJob, plan: NoisePlan, setup: Mode
                "vocabulary": prior.vocabulary or accounting.NO_VOCABULARY,
                "earlier_training": prior.earlier, "base_model": prior.note, "total": total}
     return privacy, training, total
+
+
+def public_hashes(config: DPConfig, job: FineTuneJob) -> dict[str, str] | None:
+    """SHA-256 of --dp-public-train's files (None without them)."""
+    if not config.public_train:
+        return None
+    from ..fileio import sha256_file
+
+    return {lang: sha256_file(f"{config.public_train}.{lang}")
+            for lang in (job.src_lang, job.tgt_lang)}
+
+
+def public_data_record(config: DPConfig, job: FineTuneJob) -> dict:
+    """What the certificate says of the public pairs in every logical batch."""
+    return {"pairs_per_step": config.public_batch, "weight": config.public_weight,
+            "sha256": public_hashes(config, job),
+            "note": "public pairs joined every logical batch unclipped and noise-free; "
+                    "they read nothing private, so they leave the clipped sum's "
+                    "sensitivity at C and the ε above unchanged"}
 
 
 def public_manifest(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSetup,
@@ -135,7 +156,8 @@ def public_manifest(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: 
         "trained_parameters": config.params.public_record(),
         "privacy_unit": config.unit, "tags": bool(job.tags), "dedup": config.dedup,
         "trainable_parameters": setup.n_trainable, "dp_clip_mode": config.clip_mode,
-        "dp_loss": config.loss, "dp_warmup_steps": config.warmup_steps}
+        "dp_loss": config.loss, "dp_warmup_steps": config.warmup_steps,
+        "dp_public": (public_data_record(config, job) if config.public_train else None)}
     return {
         "kind": MODEL_KIND, "dp": not not_private,
         **({"not_private": not_private} if not_private else {}),

@@ -244,6 +244,37 @@ class DPSGD:
         self.example_stats: dict[int, tuple[float, float, float]] = {}
         # unit → (summed loss, [gradient sum per parameter])
         self.open_units: dict[int, tuple[float, list[torch.Tensor]]] = {}
+        # public pairs of the logical batch: their weighted, unclipped gradient sum and
+        # weighted count, outside the clipped sum (add_public)
+        self.public_sum = [torch.zeros_like(p, dtype=torch.float64) for p in self.params]
+        self.public_count = 0.0
+
+    def add_public(self, sample: dict, weight: float) -> None:
+        """Forward/backward one physical batch of PUBLIC pairs: their gradients join the
+        step unclipped and noise-free, each weighted `weight` against a private pair.
+
+        Why this keeps the guarantee: the noise is calibrated to the clipped sum of the
+        private units (sensitivity C); the public term is a function of public text and
+        of the current model, itself a post-processing of earlier noisy steps, so adding
+        it to the update is post-processing too (the sum the noise covers is unchanged,
+        take_clipped_sum)."""
+        if not sample or sample.get("nsentences", 0) == 0:
+            return
+        sample = to_device(sample, self.device)
+        self.gsm.disable_hooks()
+        try:
+            losses = fairseq_opacus.example_losses(self.model, sample, self.label_smoothing,
+                                                   self.pad_idx)
+            if self.loss == "mean":
+                losses = losses / sample["target"].ne(self.pad_idx).sum(1).clamp(min=1)
+            self._backward(losses.sum() * weight)
+            for acc, p in zip(self.public_sum, self.params):
+                if p.grad is not None:
+                    acc += p.grad.double()
+                p.grad = None
+        finally:
+            self.gsm.enable_hooks()
+        self.public_count += weight * sample["nsentences"]
 
     def accumulate(self, sample: dict, unit_of: Mapping[int, int] | None = None) -> dict:
         """Forward/backward one physical batch; add its clipped per-example gradients.
@@ -360,6 +391,16 @@ class DPSGD:
         self.example_stats = {}
         return out
 
+    def take_update_numerator(self) -> list[torch.Tensor]:
+        """The clipped private sum plus the weighted public sum (what the update divides,
+        before noise), then reset: removing one private unit moves it by at most C too,
+        since the public part does not depend on the private units."""
+        public = [s.clone() for s in self.public_sum]
+        for s in self.public_sum:
+            s.zero_()
+        self.public_count = 0.0
+        return [a + b for a, b in zip(self.take_clipped_sum(), public)]
+
     def _step_counts(self):
         """The step's statistics (pairs and units seen, mean loss, share clipped), summed
         over processes; the clipped gradient sums are summed over processes too."""
@@ -368,12 +409,15 @@ class DPSGD:
                                sum(v[0] for v in stats),
                                sum(1 for v in stats if v[1] > self.max_grad_norm)],
                               dtype=torch.float64)
+        public = torch.tensor([self.public_count], dtype=torch.float64)
         if distributed_group()[1] > 1:
             import torch.distributed as dist
 
-            for s in self.summed:
+            for s in self.summed + self.public_sum:
                 dist.all_reduce(s)
             dist.all_reduce(counts)
+            dist.all_reduce(public)
+        self.public_count = float(public[0])
         examples, units, loss, clipped = counts.tolist()
         return {"examples": int(examples), "units": int(units),
                 "mean_loss": loss / max(1, units), "clipped_share": clipped / max(1, units)}
@@ -391,14 +435,21 @@ class DPSGD:
         e = self.expected_batch_size
         sig = math.sqrt(sum(float(s.double().pow(2).sum()) for s in self.summed)) / e
         nz = math.sqrt(sum(float(z.double().pow(2).sum()) for z in noise)) / e
-        for p, s, z in zip(self.params, self.summed, noise):
-            p.grad = ((s + z) / e).to(p.dtype)
+        # public pairs join the logical batch: the update is the mean over its private
+        # (clipped, noised) and public (weighted) members
+        denom = e + self.public_count
+        for p, s, z, g in zip(self.params, self.summed, noise, self.public_sum):
+            p.grad = ((s + z + g) / denom).to(p.dtype)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         stats.update(signal_norm=sig, noise_norm=nz,
                      snr=sig / nz if nz > 0 else float("inf"))
-        for s in self.summed:
+        if self.public_count:
+            stats.update(public_weight=self.public_count, public_norm=math.sqrt(sum(
+                float(g.pow(2).sum()) for g in self.public_sum)) / self.public_count)
+        for s in self.summed + self.public_sum:
             s.zero_()
+        self.public_count = 0.0
         self.n_examples = 0
         self.example_stats = {}
         return stats
@@ -415,7 +466,7 @@ def train_dp(model: torch.nn.Module, dataset: LanguagePairDataset, *, steps: int
              divisor_units: int | None = None,
              checkpointer: resume.Checkpointer | None = None,
              warmup_steps: int = 0, clip_mode: str = "clip", loss: str = "sum",
-             allow_zero_noise: bool = False
+             allow_zero_noise: bool = False, public: PublicBatches | None = None
              ) -> tuple[list[dict], list[tuple[float, float, int]], DPSGD]:
     """Run `steps` noisy steps; the logical batch of step t is Poisson with rate
     `rate_of_step(t)` over the privacy units: dataset rows, or the groups of rows in
@@ -432,7 +483,8 @@ def train_dp(model: torch.nn.Module, dataset: LanguagePairDataset, *, steps: int
     linearly over the first steps (lr_at); `clip_mode` "normalize" scales every
     gradient to norm < C (nmtfrag.dp.clipping.normalize_factors); `loss` "mean" trains
     on each pair's mean token loss instead of its sum; `allow_zero_noise` permits σ = 0
-    (the noise-free control, not private)."""
+    (the noise-free control, not private); `public`: public pairs joining every logical
+    batch, unclipped and noise-free (PublicBatches, DPSGD.add_public)."""
     seed = resolve_seed(seed)
     n = len(units) if units is not None else len(dataset)
     m = n if divisor_units is None else divisor_units
@@ -476,6 +528,11 @@ def train_dp(model: torch.nn.Module, dataset: LanguagePairDataset, *, steps: int
                                                    sizes, max_tokens):
                     dp.accumulate(dataset.collater([dataset[i] for i in chunk]), unit_of)
                     dp.close_units(keep=unit_of[chunk[-1]])
+            if public is not None:
+                pub = public.dataset
+                for chunk in physical_batches(public.rows_of_step(t), physical_batch,
+                                              public.sizes, max_tokens)[rank::world]:
+                    dp.add_public(pub.collater([pub[i] for i in chunk]), public.weight)
             with resume.signals_held():  # the update is whole or not begun
                 whole = None
                 rec = dp.step()
@@ -503,6 +560,34 @@ def train_dp(model: torch.nn.Module, dataset: LanguagePairDataset, *, steps: int
         raise
     dp.gsm.disable_hooks()
     return records, [tuple(h) for h in history], dp
+
+
+@dataclass(frozen=True)
+class PublicBatches:
+    """Public pairs for every logical batch of a DP-SGD run: `batch` rows of `dataset` per
+    step, each weighted `weight` against a private pair. Step t's rows are a function of
+    t and `seed` alone (a fixed permutation, cycled), so a resumed run takes the same ones
+    and nothing about them needs saving; the seed is public (public text only)."""
+    dataset: LanguagePairDataset
+    batch: int
+    weight: float
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        if self.batch < 1 or not self.weight > 0:
+            raise InputError(f"public pairs per step must be ≥ 1 and their weight > 0, got "
+                             f"{self.batch} and {self.weight}")
+
+    @property
+    def sizes(self) -> np.ndarray:
+        ds = self.dataset
+        return ds.src_sizes + (ds.tgt_sizes if ds.tgt_sizes is not None else 0)
+
+    def rows_of_step(self, t: int) -> list[int]:
+        n = len(self.dataset)
+        order = np.random.default_rng(self.seed).permutation(n)
+        start = (t * self.batch) % n
+        return [int(order[(start + k) % n]) for k in range(min(self.batch, n))]
 
 
 @dataclass(frozen=True)

@@ -107,9 +107,13 @@ class RunRecord:
 
 def train(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSetup,
           seed: Seed, train_ds: object, valid_ds: object, units: list[list[int]] | None,
-          out: str, work: str, device: torch.device) -> RunRecord:
+          out: str, work: str, device: torch.device,
+          public_ds: object | None = None) -> RunRecord:
     """DP-SGD (nmtfrag.dp.sgd.train_dp) with the planned noise, in one process or
-    `job.world_size`; its per-step log goes to OUT/owner/train.log."""
+    `job.world_size`; its per-step log goes to OUT/owner/train.log. `public_ds`: the
+    public pairs every logical batch takes `config.public_batch` of."""
+    from .sgd import PublicBatches
+
     ls = job.label_smoothing
     log = StepLog(owner_path(out, "train.log"), plan.steps, max(1, job.log_interval or 50),
                   job.quiet)
@@ -128,7 +132,9 @@ def train(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSetup
         valid_every=config.valid_every, clipping=setup.clipping,
         checkpointer=checkpointer,
         warmup_steps=config.warmup_steps, clip_mode=config.clip_mode, loss=config.loss,
-        allow_zero_noise=config.mode is RunMode.CONTROL)
+        allow_zero_noise=config.mode is RunMode.CONTROL,
+        public=(PublicBatches(public_ds, config.public_batch, config.public_weight)
+                if public_ds is not None else None))
     try:
         records, history = run_training(setup.model, train_ds, units, train_kwargs,
                                         world_size=job.world_size, device=device,

@@ -24,7 +24,8 @@ if sys.version_info >= (3, 11):
 else:  # the same parser, before it joined the standard library
     import tomli as tomllib
 
-APPROACHES = ("phrases", "sentences", "dp-release", "dp-sgd")
+APPROACHES = ("phrases", "sentences", "dp-release", "dp-sgd", "public")
+MIXING = ("phrases", "sentences", "dp-release")  # approaches that may train beside public pairs
 BASELINE = "baseline"
 CELL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -62,6 +63,9 @@ class Decode:
     beam: int = 5
     test_lines: int = 0          # 0: the whole test set
     compute_type: str = "float32"
+    length_penalty: str = ""     # "public": every cell is also decoded with a length
+    #                              penalty chosen for it on [data] public_valid
+    length_penalty_lines: int = 500  # public validation lines the choice decodes
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,9 @@ class Data:
     tgt_lang: str = "en"
     pretokenized: bool = False
     public_align: str = ""       # PREFIX of public parallel text (DP release's aligner)
+    public_train: str = ""       # PREFIX of public parallel text trained on beside a cell's
+    #                              material (`public_share`) or alone (the public control)
+    public_valid: str = ""       # PREFIX of public validation text ([decode] length_penalty)
 
     def files(self, prefix: str) -> tuple[str, str]:
         return f"{prefix}.{self.src_lang}", f"{prefix}.{self.tgt_lang}"
@@ -109,6 +116,15 @@ class Cell:
     tuned_on: str = "public"     # DP cells: where their hyperparameters (dp-sgd's options,
     #                              a dp-release's passes) were chosen
     adopt: str = ""              # sentences, dp-sgd: a finished finetune output to adopt
+    public_share: float = 0.0    # phrases, sentences, dp-release: public pairs' share of the
+    #                              training target tokens ([data] public_train; 0: none)
+    public_min_words: int = 0    # only public pairs whose target has ≥ this many words
+    pack: str = ""               # phrases, dp-release: "" (no packing), "public" or a number
+    #                              of target words: fragments packed to sentence length
+    pack_tags: bool = True       # packed fragments keep their <P> … </P>
+    like: str = ""               # public: the mixed cell whose public pairs it trains on alone
+    public_batch: int = 0        # dp-sgd: public pairs in every logical batch (unclipped,
+    public_weight: float = 1.0   # noise-free, ε unchanged) and the weight of each
     training: Training = field(default_factory=Training)
 
     @property
@@ -146,12 +162,16 @@ class StudyConfig:
 
 # --------------------------------------------------------------------------- reading
 _TOP = {"title", "seed", "model", "data", "decode", "training", "audit", "machine", "cell"}
+_PUBLIC_KEYS = {"public_share", "public_min_words"}
+_PACK_KEYS = {"pack", "pack_tags"}
 _CELL_KEYS = {
-    "phrases": {"max_len", "tags", "sample_rate", "training"},
-    "sentences": {"training", "adopt"},
+    "phrases": {"max_len", "tags", "sample_rate", "training"} | _PUBLIC_KEYS | _PACK_KEYS,
+    "sentences": {"training", "adopt"} | _PUBLIC_KEYS,
     "dp-release": {"epsilon", "delta", "max_len", "tags", "unit_cap", "passes", "seeded",
-                   "tuned_on"},
-    "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on", "adopt"},
+                   "tuned_on"} | _PUBLIC_KEYS | _PACK_KEYS,
+    "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on", "adopt", "public_batch",
+               "public_weight"},
+    "public": {"like"},
 }
 
 
@@ -204,6 +224,9 @@ def parse_config(raw: dict[str, Any], path: str) -> StudyConfig:
     decode = _section(w, raw, "decode", Decode)
     machine = _section(w, raw, "machine", Machine)
     _check_rest(w, audit, decode, machine)
+    if decode.length_penalty and not data.public_valid:
+        raise w.error("[decode] length_penalty", "needs [data] public_valid (public "
+                      "validation text: the owner's would make the choice private)")
     seed = _typed(w, "seed", raw.get("seed", 1), "int")
     if not 0 <= seed < 2 ** 31:
         raise w.error("seed", f"must be in 0..2^31-1, got {seed}")
@@ -215,6 +238,9 @@ def parse_config(raw: dict[str, Any], path: str) -> StudyConfig:
     for n in names:
         if names.count(n) > 1:
             raise w.error(f"cell {n!r}", "two cells have this name")
+    for c in cells:
+        if c.approach == "public":
+            _check_control(w, c, cells)
     return StudyConfig(path=path, title=_typed(w, "title", raw.get("title", "study"), "str"),
                        seed=seed, model=model_dir, checkpoint=checkpoint, data=data,
                        decode=decode, training=training, audit=audit, machine=machine,
@@ -250,6 +276,8 @@ def _cell(w: _Where, i: int, raw: Any, training: Training, data: Data) -> Cell:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise w.error(where + "options", "a list of strings (finetune --dp options)")
             kw["options"] = tuple(value)
+        elif key == "pack" and isinstance(value, int) and not isinstance(value, bool):
+            kw[key] = str(value)  # a number of target words, written as a number
         elif key == "adopt":
             kw[key] = _path(w, where + key, value, required=True)
             if not os.path.isfile(os.path.join(kw[key], "manifest.json")):
@@ -266,6 +294,7 @@ def _cell(w: _Where, i: int, raw: Any, training: Training, data: Data) -> Cell:
 # options of `finetune --dp` a dp-sgd cell may not set: the study sets them, or they would
 # break the footing (another model, data or test) or the ε the row prints
 _STUDY_OWNS = ("--model", "--train", "--out", "--valid-src", "--valid-tgt", "--delta",
+               "--dp-public-train", "--dp-public-batch", "--dp-public-weight",
                "--epsilon", "--target-epsilon", "--seed", "--overwrite", "--resume",
                "--threads", "--device", "--pretokenized", "--src-lang", "--tgt-lang",
                "--checkpoint", "--dp", "--documents", "--tmx", "-q", "--quiet")
@@ -283,6 +312,13 @@ def _check_cell(w: _Where, where: str, c: Cell, raw: dict, data: Data) -> None:
             raise w.error(where + "epsilon", f"must be in (0, 100], got {c.epsilon}")
         if not 0 < c.delta < 0.01:
             raise w.error(where + "delta", f"must be in (0, 0.01), got {c.delta}")
+    _check_public(w, where, c, data)
+    if c.public_batch < 0 or not c.public_weight > 0:
+        raise w.error(where + ("public_batch" if c.public_batch < 0 else "public_weight"),
+                      "public_batch must be ≥ 0 and public_weight > 0")
+    if c.public_batch and not data.public_train:
+        raise w.error(where + "public_batch", "needs [data] public_train (public parallel "
+                      "text)")
     if c.approach == "dp-release":
         if not data.public_align:
             raise w.error(where + "approach", "a dp-release cell needs [data] public_align "
@@ -302,6 +338,35 @@ def _check_cell(w: _Where, where: str, c: Cell, raw: dict, data: Data) -> None:
             if opt.split("=", 1)[0] in ("--lr", "--patience", "--validate-every"):
                 raise w.error(where + "options", f"{opt} is fairseq's, not DP-SGD's (a DP "
                               f"cell follows its plan; see `nmtfrag finetune --help`)")
+
+
+def _check_public(w: _Where, where: str, c: Cell, data: Data) -> None:
+    """A cell's public pairs and packing: in range, with the public text they need."""
+    if not 0 <= c.public_share < 1:
+        raise w.error(where + "public_share", f"must be in [0, 1), got {c.public_share}")
+    if c.public_min_words < 0:
+        raise w.error(where + "public_min_words", f"must be ≥ 0, got {c.public_min_words}")
+    if c.public_min_words and not c.public_share:
+        raise w.error(where + "public_min_words", "needs public_share")
+    if c.pack and c.pack != "public" and not (c.pack.isdigit() and 1 <= int(c.pack) <= 500):
+        raise w.error(where + "pack", f"'public' or a number of target words (1..500), "
+                      f"got {c.pack!r}")
+    if not c.pack and not c.pack_tags:
+        raise w.error(where + "pack_tags", "needs pack")
+    if (c.public_share or c.pack == "public") and not data.public_train:
+        raise w.error(where + ("public_share" if c.public_share else "pack"),
+                      "needs [data] public_train (public parallel text)")
+
+
+def _check_control(w: _Where, c: Cell, cells: tuple[Cell, ...]) -> None:
+    """A public control names the mixed cell whose public pairs it trains on alone."""
+    where = f"cell {c.name!r}: like"
+    like = next((x for x in cells if x.name == c.like), None)
+    if like is None:
+        raise w.error(where, f"the name of a mixed cell of this config, got {c.like!r}")
+    if like.approach not in ("phrases", "sentences") or not like.public_share:
+        raise w.error(where, f"cell {c.like!r} trains on no public pairs (public_share) "
+                      f"with early stopping: nothing to control for")
 
 
 def _check_training(w: _Where, where: str, t: Training) -> None:
@@ -328,6 +393,12 @@ def _check_rest(w: _Where, a: Audit, d: Decode, m: Machine) -> None:
         raise w.error("[decode] engine", f"fairseq or ctranslate2, got {d.engine!r}")
     if not 1 <= d.beam <= 100:
         raise w.error("[decode] beam", f"must be 1..100, got {d.beam}")
+    if d.length_penalty not in ("", "public"):
+        raise w.error("[decode] length_penalty", f"'public' (chosen on [data] public_valid) "
+                      f"or left out, got {d.length_penalty!r}")
+    if d.length_penalty_lines < 10:
+        raise w.error("[decode] length_penalty_lines", f"must be ≥ 10, got "
+                      f"{d.length_penalty_lines}")
     if d.test_lines < 0:
         raise w.error("[decode] test_lines", f"must be ≥ 0 (0: all), got {d.test_lines}")
     if m.device not in ("cpu", "cuda"):
@@ -405,7 +476,8 @@ def _path(w: _Where, key: str, value: Any, required: bool = False) -> str:
 
 def _resolve_data(w: _Where, d: Data) -> Data:
     paths = {k: _path(w, f"[data] {k}", getattr(d, k))
-             for k in ("train", "valid", "test", "public_align")}
+             for k in ("train", "valid", "test", "public_align", "public_train",
+                       "public_valid")}
     for key, prefix in paths.items():
         if not prefix:
             continue

@@ -26,6 +26,7 @@ from .config import BASELINE, Cell, StudyConfig
 
 RELEASE, RECONSTRUCT, FINETUNE, EVALUATE, EXPOSURE, MEMBERSHIP = (
     "release", "reconstruct", "finetune", "evaluate", "exposure", "membership")
+LENPEN, EVALUATE_LP = "lenpen", "evaluate-lp"  # [decode] length_penalty = "public"
 
 
 @dataclass(frozen=True)
@@ -134,10 +135,27 @@ class Planner:
         return next((x.name for x in self.c.cells if x.approach == "phrases"), None)
 
     # ----------------------------------------------------------------- cells
+    def release_cells(self, chosen: list[str]) -> list[str]:
+        """The phrase cells whose releases `chosen` needs, in the order they are made: the
+        first phrase cell's (its alignment is every other's), the chosen ones', and those
+        of the mixed cells a public control trains like (its public draw is sized by that
+        release). Only the release step of a cell not chosen is made."""
+        needed = set(chosen) | {self.c.cell(n).like for n in chosen
+                                if n != BASELINE and self.c.cell(n).approach == "public"}
+        cells = [c.name for c in self.c.cells if c.name in needed and c.approach == "phrases"]
+        first = self.first_phrase_cell()
+        return ([first] if cells and first is not None else []) + \
+            [n for n in cells if n != first]
+
     def plan(self, name: str) -> CellPlan:
         if name == BASELINE:
             return self._baseline()
         cell = self.c.cell(name)
+        if cell.approach == "public":  # the control: no release, no model audits
+            model = self.p.step(name, FINETUNE)
+            return CellPlan(name, cell.approach, (self._control(cell),
+                                                  self._evaluate(name, model, None),
+                                                  *self._length_penalty(name, model, None)))
         steps: list[Step] = []
         if cell.approach in ("phrases", "dp-release"):
             steps.append(self._release(cell))
@@ -146,6 +164,7 @@ class Planner:
         steps.append(self._finetune(cell))
         model = self.p.step(name, FINETUNE)
         steps.append(self._evaluate(name, model, checkpoint=None))
+        steps += self._length_penalty(name, model, checkpoint=None)
         steps += self._model_audits(name, model, checkpoint=None)
         return CellPlan(name, cell.approach, tuple(steps), cell.adopt)
 
@@ -154,7 +173,8 @@ class Planner:
 
     def _baseline(self) -> CellPlan:
         ck = self.c.checkpoint or None
-        steps = [self._evaluate(BASELINE, self.c.model, ck)]
+        steps = [self._evaluate(BASELINE, self.c.model, ck),
+                 *self._length_penalty(BASELINE, self.c.model, ck)]
         if self.c.audit.canaries:
             steps.append(self._exposure(BASELINE, self.c.model, ck))
         return CellPlan(BASELINE, "baseline", tuple(steps))
@@ -209,6 +229,10 @@ class Planner:
                      "--max-tokens", str(c.training.max_tokens), *cell.options]
             if cell.seeded:
                 argv += ["--seed", str(c.seed)]
+            if cell.public_batch:
+                argv += ["--dp-public-train", c.data.public_train, "--dp-public-batch",
+                         str(cell.public_batch), "--dp-public-weight",
+                         f"{cell.public_weight:g}"]
             return Step(cell.name, FINETUNE, self.p.step(cell.name, FINETUNE), tuple(argv),
                         resumable=True)
         argv += ["--lr", f"{t.lr:g}", "--weight-decay", f"{t.weight_decay:g}",
@@ -219,10 +243,12 @@ class Planner:
             # release (itself the mechanism's output), the last checkpoint, no validation
             return Step(cell.name, FINETUNE, self.p.step(cell.name, FINETUNE), tuple(
                 argv + ["--train", self.p.step(cell.name, RELEASE),
-                        "--max-epochs", str(cell.passes), "--no-validation"]),
+                        "--max-epochs", str(cell.passes), "--no-validation",
+                        *self._public_options(cell)]),
                 resumable=True)
         train = [self.p.step(cell.name, RELEASE)] if cell.approach == "phrases" else [src, tgt]
-        argv += ["--train", *train, "--valid-src", vsrc, "--valid-tgt", vtgt,
+        argv += ["--train", *train, *self._public_options(cell),
+                 "--valid-src", vsrc, "--valid-tgt", vtgt,
                  "--max-epochs", str(t.max_epochs), "--patience", str(t.patience)]
         if t.max_updates:
             argv += ["--max-updates", str(t.max_updates)]
@@ -231,21 +257,65 @@ class Planner:
         return Step(cell.name, FINETUNE, self.p.step(cell.name, FINETUNE), tuple(argv),
                     resumable=True)
 
-    def _evaluate(self, name: str, model: str, checkpoint: str | None) -> Step:
+    def _public_options(self, cell: Cell) -> list[str]:
+        """finetune's options for a cell's public pairs and packing (none if it has none)."""
+        argv: list[str] = []
+        if cell.public_share or cell.pack == "public":
+            argv += ["--public-train", self.c.data.public_train]
+        if cell.public_share:
+            argv += ["--public-share", f"{cell.public_share:g}"]
+        if cell.public_min_words:
+            argv += ["--public-min-words", str(cell.public_min_words)]
+        if cell.pack:
+            argv += ["--pack", cell.pack]
+            if not cell.pack_tags:
+                argv += ["--pack-tags", "drop"]
+        return argv
+
+    def _control(self, cell: Cell) -> Step:
+        """The public control: its like-cell's training with the public pairs alone (the
+        same draw, the same early stopping, the same cap)."""
+        like = self._finetune(self.c.cell(cell.like))
+        return Step(cell.name, FINETUNE, self.p.step(cell.name, FINETUNE),
+                    like.argv + ("--public-only",), resumable=True)
+
+    def _decoder(self, checkpoint: str | None) -> list[str]:
+        """The decoding options every evaluation of the study shares."""
         c, d = self.c, self.c.decode
-        src, ref = c.data.files(c.data.test)
-        argv = ["evaluate", "--model", model, "--src", src, "--ref", ref,
-                *self._common_text(), "--beam", str(d.beam), "--name", name,
-                "--engine", d.engine, "--device", c.machine.decoder]
+        argv = ["--beam", str(d.beam), "--engine", d.engine, "--device", c.machine.decoder]
         if checkpoint:
             argv += ["--checkpoint", checkpoint]
-        if d.test_lines:
-            argv += ["--first", str(d.test_lines)]
         if d.engine == "ctranslate2":
             argv += ["--compute-type", d.compute_type, "--ct2-cache", self.p.ct2_cache]
+        return argv
+
+    def _evaluate(self, name: str, model: str, checkpoint: str | None,
+                  lenpen_from: str | None = None) -> Step:
+        c, d = self.c, self.c.decode
+        step = EVALUATE_LP if lenpen_from else EVALUATE
+        src, ref = c.data.files(c.data.test)
+        argv = ["evaluate", "--model", model, "--src", src, "--ref", ref,
+                *self._common_text(), "--name", name, *self._decoder(checkpoint)]
+        if d.test_lines:
+            argv += ["--first", str(d.test_lines)]
+        if lenpen_from:
+            argv += ["--lenpen-from", lenpen_from]
         if name != BASELINE:
-            argv += ["--baseline", self.p.step(BASELINE, EVALUATE)]
-        return Step(name, EVALUATE, self.p.step(name, EVALUATE), tuple(argv))
+            argv += ["--baseline", self.p.step(BASELINE, step)]
+        return Step(name, step, self.p.step(name, step), tuple(argv))
+
+    def _length_penalty(self, name: str, model: str, checkpoint: str | None) -> list[Step]:
+        """With [decode] length_penalty = "public": a penalty chosen for the cell's model
+        on the public validation text, then the test set decoded with it (none else)."""
+        c = self.c
+        if c.decode.length_penalty != "public":
+            return []
+        src, ref = c.data.files(c.data.public_valid)
+        choose = Step(name, LENPEN, self.p.step(name, LENPEN), (
+            "length-penalty", "--model", model, "--src", src, "--ref", ref,
+            "--first", str(c.decode.length_penalty_lines), "--src-lang", c.data.src_lang,
+            "--tgt-lang", c.data.tgt_lang, *self._decoder(checkpoint)))
+        return [choose, self._evaluate(name, model, checkpoint, lenpen_from=choose.out)]
 
     def _exposure(self, name: str, model: str, checkpoint: str | None) -> Step:
         argv = ["audit", "exposure", "--model", model, "--canaries",

@@ -66,6 +66,14 @@ def cell_settings(config: StudyConfig, name: str, hashes: FileHashes) -> dict[st
     else:
         cell = asdict(config.cell(name))
         own = {k: v for k, v in cell.items() if k != "name" and _applies(cell["approach"], k)}
+        if cell["public_share"] or cell["pack"] == "public" or cell["approach"] == "public" \
+                or (cell["approach"] == "dp-sgd" and cell["public_batch"]):
+            own["public_train sha256"] = [hashes(f) for f in
+                                          config.data.files(config.data.public_train)]
+        if cell["approach"] == "public":  # it trains on the public pairs its like-cell draws
+            like = cell_settings(config, cell["like"], hashes)
+            own["like settings"] = {k: v for k, v in like.items() if not k.startswith(
+                ("model.", "data.", "decode.", "audit.", "seed"))}
         if cell["approach"] == "dp-release":
             own["public_align sha256"] = [hashes(f) for f in
                                           config.data.files(config.data.public_align)]
@@ -79,12 +87,16 @@ def _applies(approach: str, key: str) -> bool:
     """Whether a cell key shapes an approach's results (the others keep their defaults)."""
     if key in ("approach",):
         return True
+    public = {"public_share", "public_min_words"}
+    pack = {"pack", "pack_tags"}
     return key in {
-        "phrases": {"max_len", "tags", "sample_rate", "training"},
-        "sentences": {"training"},
+        "phrases": {"max_len", "tags", "sample_rate", "training"} | public | pack,
+        "sentences": {"training"} | public,
         "dp-release": {"max_len", "tags", "epsilon", "delta", "unit_cap", "passes", "seeded",
-                       "training", "tuned_on"},
-        "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on"},
+                       "training", "tuned_on"} | public | pack,
+        "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on", "public_batch",
+                   "public_weight"},
+        "public": {"like", "training"},
     }[approach]
 
 

@@ -23,7 +23,8 @@ from ..audit import compare
 from ..audit.compare import or_dash
 from ..fileio import atomic_writer, read_json, write_json
 from ..train.finetune import ended_at_cap
-from . import length, release_secrets
+from . import length, public_section, release_secrets
+from .public_section import public_figures
 from .config import BASELINE, Cell, StudyConfig
 from .machine import machine_text, read_machines
 from .plan import (EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEASE, Paths,
@@ -39,16 +40,32 @@ FULL_APPROACH = "full sentences"  # compare.reference_rows finds the full-senten
 def approach_text(cell: Cell | None) -> str:
     if cell is None:
         return "no fine-tuning"
+    if cell.approach == "public":
+        return f"public pairs alone (the control of {cell.like})"
     if cell.approach == "sentences":
-        return FULL_APPROACH
+        return FULL_APPROACH + _public_text(cell)
     if cell.approach == "phrases":
         return (f"phrase pairs ≤ {cell.max_len}{', tagged' if cell.tags else ''}, "
-                f"rate {cell.sample_rate:g}")
+                f"rate {cell.sample_rate:g}{_public_text(cell)}")
     if cell.approach == "dp-release":
         return (f"DP set-union release ≤ {cell.max_len}{', tagged' if cell.tags else ''}, "
-                f"{_passes(cell.passes)}")
+                f"{_passes(cell.passes)}{_public_text(cell)}")
     opts = " ".join(cell.options) or "the default recipe"
-    return f"DP-SGD ({opts})"
+    public = (f", + {cell.public_batch:,} public pairs a step (weight {cell.public_weight:g})"
+              if cell.public_batch else "")
+    return f"DP-SGD ({opts}){public}"
+
+
+def _public_text(cell: Cell) -> str:
+    """", packed to public lengths, + public pairs (50% of target tokens)" and the like."""
+    out = ""
+    if cell.pack:
+        words = "public sentence lengths" if cell.pack == "public" else f"{cell.pack} words"
+        out += f", packed to {words}" + ("" if cell.pack_tags else " untagged")
+    if cell.public_share:
+        out += f", + public pairs ({cell.public_share:.0%} of target tokens"
+        out += f", ≥ {cell.public_min_words} words)" if cell.public_min_words else ")"
+    return out
 
 
 def _passes(n: int) -> str:
@@ -215,21 +232,23 @@ def _dp_step_means(log: str) -> dict[str, Any]:
             "clipped_share": sum(s["clipped_share"] for s in steps) / len(steps)}
 
 
-def _vs_full(config: StudyConfig, paths: Paths, name: str, full: str | None
-             ) -> dict[str, Any] | None:
-    """Paired bootstrap of a cell against the full-sentence cell (cached by hypotheses)."""
-    if full is None or name == full:
+def paired_test(config: StudyConfig, paths: Paths, name: str, other: str,
+                step: str = EVALUATE) -> dict[str, Any] | None:
+    """sacrebleu's paired bootstrap of a cell's `step` output against another cell's
+    (cached by both hypotheses' hashes): {"p_value", "other_bleu"}, or None until both
+    are there."""
+    if name == other:
         return None
+    from ..fileio import sha256_file
     from ..translate.evaluate import evaluate
 
-    hyp = os.path.join(paths.step(name, EVALUATE), "hyp.txt")
-    base = paths.step(full, EVALUATE)
+    hyp = os.path.join(paths.step(name, step), "hyp.txt")
+    base = paths.step(other, step)
     if not (os.path.isfile(hyp) and os.path.isfile(os.path.join(base, "manifest.json"))):
         return None
-    out = os.path.join(paths.report, "vs-full", name)
+    out = os.path.join(paths.report, "vs-full" if other == config.full_sentence_cell
+                       and step == EVALUATE else f"vs-{other}-{step}", name)
     rep = _json(os.path.join(out, "report.json"))
-    from ..fileio import sha256_file
-
     fresh = rep is not None and rep["inputs_sha256"].get("hyp") == sha256_file(hyp) and \
         rep["params"].get("baseline_sha256") == sha256_file(os.path.join(base, "hyp.txt"))
     if not fresh:
@@ -241,7 +260,7 @@ def _vs_full(config: StudyConfig, paths: Paths, name: str, full: str | None
         rep["params"]["baseline_sha256"] = sha256_file(os.path.join(base, "hyp.txt"))
         write_json(os.path.join(out, "report.json"), rep)
     sig = (rep["scores"].get("significance") or {}).get("BLEU") or {}
-    return {"p_value": sig.get("p_value"), "full_bleu": sig.get("baseline")}
+    return {"p_value": sig.get("p_value"), "other_bleu": sig.get("baseline")}
 
 
 def collect_rows(config: StudyConfig, out: str) -> list[dict[str, Any]]:
@@ -257,8 +276,10 @@ def collect_rows(config: StudyConfig, out: str) -> list[dict[str, Any]]:
         row.update(privacy_figures(config, paths, row["name"]))
         if row["name"] != BASELINE and config.cell(row["name"]).approach in RELEASING:
             row["release_secrets"] = release_secrets.release_secrets(paths, row["name"])
-        vs = _vs_full(config, paths, row["name"], full if full_done else None)
+        vs = paired_test(config, paths, row["name"], full) if full_done and full else None
         row["p_bleu_vs_full"] = vs["p_value"] if vs else None
+        row.update(public_figures(config, paths, row["name"],
+                                  lambda a, b, step: paired_test(config, paths, a, b, step)))
         state = read_state(paths, row["name"])
         imported = state.get(IMPORTED)
         if imported:
@@ -380,6 +401,7 @@ def render_markdown(config: StudyConfig, rows: list[dict],
               "did not count (killed before it saved CPU time every minute); in brackets, "
               "the wall-clock hours of that uncounted training.", ""]
     lines += length.render(rows)
+    lines += public_section.render(rows, config.full_sentence_cell)
     lines += ["## BLEU × what leaks × ε", ""]
     lines += compare.render_markdown(config.title, rows).split("\n", 2)[2].splitlines()
     lines += release_secrets.render(rows)

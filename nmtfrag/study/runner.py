@@ -203,7 +203,6 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
                              f"(cells: {', '.join(names)})")
     chosen = [n for n in names if not cells or n in cells]
     paths = Paths(out)
-    _check_alignment_source(Planner(config, paths.out), chosen)
     jobs = jobs or config.machine.jobs
     total_threads = threads or config.machine.threads or os.cpu_count() or 1
     per_job = max(1, total_threads // min(jobs, max(1, len(chosen))))
@@ -283,6 +282,16 @@ def _data_checks(config: StudyConfig, progress: Progress) -> None:
                           src_lang=d.src_lang, tgt_lang=d.tgt_lang)
     for w in describe_corpora(inputs, src_lang=d.src_lang, tgt_lang=d.tgt_lang).warnings():
         progress(f"warning: {w}")
+    if d.public_train:
+        from ..train.public_mix import lines_also_public
+
+        public_src = d.files(d.public_train)[0]
+        for split in ("train", "test"):
+            shared, n = lines_also_public(public_src, d.files(getattr(d, split))[0])
+            if shared:
+                progress(f"warning: {shared:,} of the {n:,} {split} sources are also in "
+                         f"[data] public_train: a cell trained on public pairs may owe "
+                         f"part of its gain to them")
 
 
 def _shared_inputs(planner: Planner, ex: Executor, threads: int) -> None:
@@ -293,14 +302,13 @@ def _shared_inputs(planner: Planner, ex: Executor, threads: int) -> None:
 
 
 def _releases(planner: Planner, ex: Executor, chosen: list[str]) -> list[str]:
-    """The phrase releases, in config order (the first phrase cell's alignment first,
-    the others reuse it); the cells whose release failed. DP releases are made in their
+    """The phrase releases `chosen` needs (Planner.release_cells: the first phrase cell's
+    alignment first, the others reuse it, even when that cell itself is not chosen); the
+    cells whose release failed. DP releases are made in their
     cells' turn (their aligner is public: nothing to share but its model)."""
     failed = []
     first = planner.first_phrase_cell()
-    order = sorted((n for n in chosen if planner.c.cell(n).approach == "phrases"),
-                   key=lambda n: n != first)
-    for name in order:
+    for name in planner.release_cells(chosen):
         step = planner.plan(name).step(RELEASE)
         if step is None or step.done:
             continue
@@ -311,22 +319,9 @@ def _releases(planner: Planner, ex: Executor, chosen: list[str]) -> list[str]:
             failed.append(name)
             if name == first:  # the others reuse its alignment
                 failed += [n for n in chosen if n != name and
-                           planner.c.cell(n).approach == "phrases"]
+                           planner.c.cell(n).approach in ("phrases", "public")]
                 break
     return failed
-
-
-def _check_alignment_source(planner: Planner, chosen: list[str]) -> None:
-    """A phrase cell reuses the first phrase cell's alignment: refuse to run it alone
-    before that alignment exists."""
-    first = planner.first_phrase_cell()
-    if first is None or first in chosen:
-        return
-    made = planner.plan(first).step(RELEASE)
-    for name in chosen:
-        if planner.c.cell(name).approach == "phrases" and made is not None and not made.done:
-            raise InputError(f"--cell {name}: it reuses the alignment of the first phrase "
-                             f"cell, {first}, which is not made yet: add --cell {first}")
 
 
 def _run_cell(ex: Executor, config: StudyConfig, plan: CellPlan, threads: int,

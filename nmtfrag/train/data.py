@@ -21,7 +21,7 @@ import enum
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .binarize import binarize
@@ -31,6 +31,8 @@ from ..data.corpus import (SkipLog, check_distinct_sides, check_not_swapped, rea
 from ..errors import InputError
 from ..fileio import MANIFEST, read_json, sha256_file, write_parallel
 from .job import FineTuneJob
+from .reshape import Reshape, tagged_lines
+from .reshape import reshape as reshape_split
 from ..model_dir import (ModelDir, grow_state, load_state, member_to_adapt, save_state,
                         validate_model_dir, write_dict_with, write_model_dir)
 
@@ -233,20 +235,28 @@ class PreparedData:
     tags: dict
     text_modes: dict
     train_lines: list[int]
+    reshaped: dict = field(default_factory=dict)  # packing, public pairs (reshape.py)
 
     def record(self) -> dict:
         """The preparation's record (everything but the training lines)."""
-        return {"counts": self.counts, "tags": self.tags, "text_modes": self.text_modes}
+        rec = {"counts": self.counts, "tags": self.tags, "text_modes": self.text_modes}
+        if self.reshaped:
+            rec["reshaped"] = self.reshaped
+        return rec
 
 
 def prepare(md: ModelDir, sources: TrainingSources, layout: WorkLayout, *, seed: int,
-            tags: TagPolicy, dedup: bool = False) -> PreparedData:
+            tags: TagPolicy, dedup: bool = False,
+            reshape: Reshape | None = None) -> PreparedData:
     """Subword text, dictionaries (+tags), grown init checkpoint, binaries.
 
     `dedup` keeps one copy of each distinct training pair. `seed` seeds the rows of added
-    tag symbols (nmtfrag.model_dir.grow_state)."""
+    tag symbols (nmtfrag.model_dir.grow_state), and the packing and public draw of
+    `reshape` (nmtfrag.train.reshape), which then replaces the training split (its
+    `train_lines` are then empty: its rows are no longer corpus lines)."""
     bpe = BPE(md.bpecodes)
     counts, prefixes, tagged, train_lines = {}, {}, {}, []
+    reshaped: dict = {}
     for split, (src, tgt, mode) in sources.splits().items():
         pairs, skips, lines = _read_pairs(src, tgt, split)
         duplicates = 0
@@ -257,13 +267,21 @@ def prepare(md: ModelDir, sources: TrainingSources, layout: WorkLayout, *, seed:
         tagged[split] = n_src_tags + n_tgt_tags
         # a pair whose side became empty after tokenisation cannot be trained on
         kept = [k for k, (a, b) in enumerate(zip(src_sub, tgt_sub)) if a.strip() and b.strip()]
-        if split == "train":
+        sub_pairs = [(src_sub[k], tgt_sub[k]) for k in kept]
+        read = len(sub_pairs)
+        if split == "train" and reshape is not None and reshape.active:
+            sub_pairs, reshaped = reshape_split(sub_pairs, reshape, bpe, seed,
+                                                sources.src_lang, sources.tgt_lang)
+            tagged[split] = tagged_lines(sub_pairs)
+        elif split == "train":
             train_lines = [lines[k] for k in kept]
         prefixes[split] = layout.text_prefix(split)
-        _write_sides(prefixes[split], [(src_sub[k], tgt_sub[k]) for k in kept], sources)
-        counts[split] = {"pairs": len(kept), "skipped": skips.to_json(),
+        _write_sides(prefixes[split], sub_pairs, sources)
+        counts[split] = {"pairs": len(sub_pairs), "skipped": skips.to_json(),
                          "empty_after_bpe": len(pairs) - len(kept),
                          "tagged_lines": tagged[split], "duplicates_removed": duplicates}
+        if reshaped and split == "train":  # before packing and the public pairs
+            counts[split]["pairs_read"] = read
     added_src, added_tgt = _dictionaries_and_init(md, layout, sources, tagged["train"],
                                                   tags, seed)
     stats = binarize(prefixes, layout.bin_dir, layout.dictionary(sources.src_lang),
@@ -271,6 +289,7 @@ def prepare(md: ModelDir, sources: TrainingSources, layout: WorkLayout, *, seed:
     for split in counts:
         counts[split].update(stats.get(split, {}))
     return PreparedData(
+        reshaped=reshaped,
         counts=counts,
         tags={"tagged_training_lines": tagged["train"], "added_to_src_dict": added_src,
               "added_to_tgt_dict": added_tgt,

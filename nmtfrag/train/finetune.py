@@ -420,6 +420,8 @@ def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
     device = check_request(job, config)
     sources = TrainingSources.of_job(job)
     sources.check_files()  # before the model is loaded: they read no text
+    if job.reshape is not None:
+        job.reshape.check(sources.train.kind)
     md = training_data.base_model(job)
     dirs = open_run_dirs(job, md, sources)
     try:
@@ -456,6 +458,8 @@ def _prepare_train_keep(job: FineTuneJob, config: FineTuneConfig, device: str,
     _setup_console_logging(job.quiet)
     t0 = time.time()
     hashes = training_data.input_hashes(md, sources)
+    if job.reshape is not None:
+        hashes.update(job.reshape.hashes())
     prep = prepared_data(job, config, dirs, md, sources, hashes)
     before = loss_before(job, config, dirs, prep, device)
     outcome = train(job, config, dirs, md, device)
@@ -551,7 +555,8 @@ def prepared_data(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: M
     os.makedirs(work, mode=0o700)
     os.chmod(work, 0o700)
     prep = training_data.prepare(md, sources, dirs.layout, seed=config.seed,
-                                 tags=TagPolicy.of_flag(job.tags, data_decides=True)).record()
+                                 tags=TagPolicy.of_flag(job.tags, data_decides=True),
+                                 reshape=job.reshape).record()
     prep["inputs_sha256"] = hashes
     write_json(dirs.prepared_json, prep)
     return prep
@@ -743,6 +748,8 @@ def run_manifest(job: FineTuneJob, config: FineTuneConfig, md: ModelDir,
                                    else {"kind": "all"}),
             "device": device, "gpus": job.world_size if device == "cuda" else 0,
             "fp16": config.fp16, "release_params": sources.train.release_params,
+            "pack": prep.get("reshaped", {}).get("pack"),
+            "public_train": prep.get("reshaped", {}).get("public"),
         },
         "architecture": {k: md.arch.get(k) for k in (
             "arch", "encoder_layers", "decoder_layers", "encoder_embed_dim",

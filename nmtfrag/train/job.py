@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .reshape import Reshape
 
 
 @dataclass
@@ -22,7 +26,9 @@ class FineTuneJob:
     cuda if available, else cpu. `world_size`: processes, one per GPU on CUDA (fairseq's
     distributed launcher, or torch.distributed under DP; gloo processes on CPU under DP
     only). `save_every` is the DP track's resumable-state interval. `valid_src` and
-    `valid_tgt` are given together or not at all (none: `TrainingSources.of_job`)."""
+    `valid_tgt` are given together or not at all (none: `TrainingSources.of_job`).
+    `reshape`: public pairs mixed in and/or the release packed to sentence length
+    (nmtfrag.train.reshape; fairseq's track)."""
     model: str
     train: str | Sequence[str]
     out: str
@@ -46,3 +52,4 @@ class FineTuneJob:
     world_size: int = 1      # processes (torch.distributed: gloo on CPU, nccl on GPUs)
     resume: bool = False     # continue the interrupted run in `out`
     save_every: int = 10     # DP: save the resumable state every N noisy steps (0: never)
+    reshape: Reshape | None = None

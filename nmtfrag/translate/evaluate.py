@@ -177,6 +177,7 @@ class Decoding:
     threads: int | None = None
     max_len_a: float | None = None
     max_len_b: int | None = None
+    lenpen: float = 1.0
 
 
 def evaluate(out: str, *, src: str, ref: str, model: str | None = None,
@@ -213,7 +214,7 @@ def evaluate(out: str, *, src: str, ref: str, model: str | None = None,
 
     settings: dict = {}
     if model is not None:
-        hyps, settings = _translate(
+        hyps, settings = translate_lines(
             model, src_lines, "moses" if tokenized else "raw", show_progress,
             dict(asdict(d), src_lang=src_lang, tgt_lang=tgt_lang))
     else:
@@ -272,7 +273,7 @@ def _check_request(model, hyp, engine, compute_type, ct2_cache, src_lang, tgt_la
         check_model_files(model, src_lang, tgt_lang, checkpoint, flag="--model")
 
 
-def _translate(model, src_lines, mode, show_progress, options):
+def translate_lines(model, src_lines, mode, show_progress, options):
     """Hypotheses of `model` for `src_lines`, and the generation settings the report
     records (engine, beam, length limit, truncated sources, model, seconds)."""
     import time

@@ -145,3 +145,29 @@ def test_physical_batch_shrinks_to_fit_per_example_gradients():
     assert size == 10 and "32 → 10" in why  # half of what is left holds 10 gradients
     with pytest.raises(InputError, match="one example's gradient"):
         fitting_physical_batch(model, 32, free_bytes=state + per_example)
+
+
+@pytest.mark.parametrize("method", ["hooks", "ghost"])
+def test_public_pairs_in_the_batch_leave_the_sum_the_noise_covers_at_sensitivity_C(
+        tiny, method):
+    """Public pairs join the logical batch unclipped (DPSGD.add_public): removing one
+    private pair still moves what the update divides by at most C, and the public part
+    is really in it (it moves the numerator far more than C)."""
+    model, ds = _model(tiny, "lora"), tiny[1]
+    model.train()
+    C = 1e-3
+    dp = _dp(model, C, method)
+    private, public = list(range(6)), [6, 7, 8, 9]
+
+    def numerator(rows):
+        dp.accumulate(ds.collater([ds[i] for i in rows]))
+        dp.add_public(ds.collater([ds[i] for i in public]), weight=2.0)
+        return dp.take_update_numerator()
+
+    full = numerator(private)
+    moves = [_distance(full, numerator([i for i in private if i != u])) for u in private]
+    assert max(moves) <= C and min(moves) >= C * (1 - 2 * sgd.GHOST_CLIP_MARGIN)
+    dp.accumulate(ds.collater([ds[i] for i in private]))
+    without_public = dp.take_update_numerator()
+    assert _distance(full, without_public) > 100 * C
+    dp.gsm._close()

@@ -127,12 +127,15 @@ def test_shipped_configs_parse(ws, monkeypatch):
         for dom in ("EMEA", "GNOME"):
             write_parallel(make_corpus(3), str(data / "indomain" / dom / split))
     write_parallel(make_corpus(3), str(data / "generic" / "train"))
+    write_parallel(make_corpus(3), str(data / "generic" / "valid"))
     monkeypatch.setenv("MODELS", str(models))
     monkeypatch.setenv("DATA", str(data))
     monkeypatch.setenv("DEMO_MODEL", str(models / "generic-deen-medium"))
     monkeypatch.chdir(ROOT)
     emea = read_config("corpora/EMEA/study.toml")
-    assert {c.approach for c in emea.cells} == {"phrases", "sentences", "dp-release", "dp-sgd"}
+    assert {c.approach for c in emea.cells} == {"phrases", "sentences", "dp-release", "dp-sgd",
+                                                "public"}
+    assert emea.cell("public-ctl").like == "len4-tag-pub"
     assert read_config("corpora/GNOME/study.toml").full_sentence_cell == "sent"
     assert read_config("corpora/demo/study.toml").cell("dp-sgd").epsilon == 8
 

@@ -1,0 +1,66 @@
+"""DP-SGD with public pairs in every logical batch: the same ε as without them (their
+gradient reads nothing private), the certificate names them by hash, the model moves
+differently, and the public pairs of a step depend on the step alone (a resumed run takes
+the same ones)."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from nmtfrag.cli import main
+from nmtfrag.dp.sgd import PublicBatches
+from nmtfrag.errors import InputError
+from nmtfrag.fileio import sha256_file
+from nmtfrag.model_dir import load_state
+from test_dp_sgd import _argv, tiny, tiny_dir  # noqa: F401 (fixtures)
+from tinymodel import make_corpus, write_parallel
+
+torch.set_num_threads(1)
+DP = ("--target-epsilon", "3", "--delta", "1e-3", "--logical-batch", "20",
+      "--physical-batch", "8", "--dp-steps", "3", "--seed", "4")
+
+
+def test_public_pairs_leave_epsilon_unchanged_and_are_named_in_the_certificate(
+        tiny_dir, tmp_path):
+    root, base = tiny_dir
+    public = write_parallel(make_corpus(200, seed=33, min_len=5, max_len=12),
+                            str(tmp_path / "public"))
+    assert main(_argv(root, base, "plain", *DP)) == 0
+    assert main(_argv(root, base, "mixed", *DP, "--dp-public-train", str(tmp_path / "public"),
+                      "--dp-public-batch", "10", "--dp-public-weight", "0.5")) == 0
+    plain = json.loads((root / "plain" / "privacy.json").read_text())
+    mixed = json.loads((root / "mixed" / "privacy.json").read_text())
+    assert mixed["total"]["epsilon"] == plain["total"]["epsilon"]
+    assert mixed["training"]["history"] == plain["training"]["history"]
+    pub = mixed["training"]["public_data"]
+    assert pub["pairs_per_step"] == 10 and pub["weight"] == 0.5
+    assert pub["sha256"] == {"de": sha256_file(public[0]), "en": sha256_file(public[1])}
+    assert "public_data" not in plain["training"]
+    # the same seed, the same private sample and noise: only the public pairs differ
+    a = load_state(str(root / "plain" / "model.pt"))["model"]
+    b = load_state(str(root / "mixed" / "model.pt"))["model"]
+    assert any(not torch.equal(a[k], b[k]) for k in a)
+    steps = [json.loads(ln) for ln in
+             (root / "mixed" / "owner" / "train.log").read_text().splitlines() if ln.strip()]
+    assert all(s["public_weight"] == pytest.approx(5.0) for s in steps)
+
+
+def test_public_options_go_together_and_only_with_dp(tiny_dir, tmp_path, capsys):
+    root, base = tiny_dir
+    assert main(_argv(root, base, "x", *DP, "--dp-public-batch", "4")) == 2
+    assert "--dp-public-train" in capsys.readouterr().err
+    argv = [a for a in _argv(root, base, "y") if a != "--dp"]
+    assert main(argv + ["--max-updates", "1", "--dp-public-train", str(root / "train")]) == 2
+    assert "--public-train" in capsys.readouterr().err
+
+
+def test_a_steps_public_rows_depend_on_the_step_alone(tiny):
+    ds = tiny[1]
+    a = PublicBatches(ds, batch=4, weight=1.0)
+    b = PublicBatches(ds, batch=4, weight=1.0)
+    assert [a.rows_of_step(t) for t in range(6)] == [b.rows_of_step(t) for t in range(6)]
+    first = np.concatenate([a.rows_of_step(t) for t in range(len(ds) // 4)])
+    assert len(set(first.tolist())) == len(first)  # a cycle uses each row once
+    with pytest.raises(InputError):
+        PublicBatches(ds, batch=0, weight=1.0)
