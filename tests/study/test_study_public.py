@@ -1,0 +1,130 @@
+"""A study's public-text cells end to end on a tiny model: a mixed cell beside its
+public-only control (the same public pairs, tested against each other), a packed release,
+a DP-SGD cell with public pairs in every batch at an unchanged ε, and every cell decoded
+again with a length penalty chosen on public validation text."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tinymodel import make_corpus, write_domain, write_parallel
+
+CONFIG = """
+title = "toy public study"
+seed = 3
+[model]
+dir = "{model}"
+[data]
+train = "{data}/toy/train"
+valid = "{data}/toy/valid"
+test = "{data}/toy/test"
+public_train = "{root}/public"
+public_valid = "{root}/public-valid"
+[decode]
+engine = "fairseq"
+beam = 2
+test_lines = 20
+length_penalty = "public"
+length_penalty_lines = 15
+[training]
+lr = 0.0005
+max_tokens = 600
+patience = 1
+max_epochs = 2
+[audit]
+canaries = false
+membership = false
+[machine]
+threads = 2
+jobs = 2
+[[cell]]
+name = "len4-tag-pub"
+approach = "phrases"
+tags = true
+public_share = 0.5
+[[cell]]
+name = "ctl"
+approach = "public"
+like = "len4-tag-pub"
+[[cell]]
+name = "packed"
+approach = "phrases"
+tags = true
+pack = "public"
+public_share = 0.3
+[[cell]]
+name = "dp8-pub"
+approach = "dp-sgd"
+epsilon = 8
+delta = 1e-3
+seeded = true
+public_batch = 20
+options = ["--dp-steps", "2", "--allow-few-units"]
+"""
+
+
+@pytest.fixture(scope="module")
+def study(tiny_model_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("pubstudy")
+    data = write_domain(root / "data", "toy", (150, 20, 30), seed=10)
+    write_parallel(make_corpus(800, seed=99, min_len=5, max_len=12), str(root / "public"))
+    write_parallel(make_corpus(30, seed=98), str(root / "public-valid"))
+    config = root / "study.toml"
+    config.write_text(CONFIG.format(model=tiny_model_dir, data=data, root=root),
+                      encoding="utf-8")
+    out = root / "out"
+    proc = subprocess.run([sys.executable, "-m", "nmtfrag", "study", "run", str(config),
+                           "--out", str(out)], capture_output=True, text=True,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((out / "report" / "report.json").read_text())
+    return out, {r["name"]: r for r in report["rows"]}
+
+
+def _train_pairs(out, cell):
+    man = json.loads((out / "cells" / cell / "finetune" / "manifest.json").read_text())
+    return man
+
+
+def test_a_mixed_cell_and_its_control_train_on_the_same_public_pairs(study):
+    out, rows = study
+    mixed, ctl = _train_pairs(out, "len4-tag-pub"), _train_pairs(out, "ctl")
+    assert abs(mixed["params"]["public_train"]["share"] - 0.5) <= 0.01
+    assert ctl["params"]["public_train"]["only"] is True
+    assert ctl["params"]["public_train"]["pairs"] == mixed["params"]["public_train"]["pairs"]
+    assert ctl["counts"]["train"]["pairs"] == ctl["params"]["public_train"]["pairs"]
+    r = rows["len4-tag-pub"]
+    assert r["control"]["name"] == "ctl" and r["control"]["p_value"] is not None
+    assert r["control"]["other_bleu"] == pytest.approx(rows["ctl"]["bleu"], abs=0.01)
+    md = (out / "report" / "report.md").read_text()
+    assert "## Public text beside the owner's material" in md
+    assert "public pairs alone (the control of len4-tag-pub)" in md
+
+
+def test_a_packed_cell_packs_its_release_and_says_the_guarantee_is_unchanged(study):
+    out, rows = study
+    pack = _train_pairs(out, "packed")["params"]["pack"]
+    assert pack["lengths_from"] == "public" and pack["examples"] < pack["fragments"]
+    assert rows["packed"]["pack"]["examples"] == pack["examples"]
+
+
+def test_dp_sgd_with_public_pairs_keeps_its_epsilon_and_names_them(study):
+    out, rows = study
+    priv = json.loads((out / "cells" / "dp8-pub" / "finetune" / "privacy.json").read_text())
+    assert priv["training"]["public_data"]["pairs_per_step"] == 20
+    assert rows["dp8-pub"]["epsilon_stated"] == pytest.approx(8, rel=0.02)
+
+
+def test_every_cell_is_decoded_again_with_a_penalty_chosen_on_public_text(study):
+    out, rows = study
+    for name, r in rows.items():
+        chosen = json.loads((out / "cells" / name / "lenpen" / "manifest.json").read_text())
+        assert chosen["params"]["lines"] == 15 and chosen["params"]["src"].startswith(
+            "public-valid")
+        assert r["lp"]["lenpen"] == chosen["lenpen"] and r["lp"]["bleu"] is not None
+        argv = (out / "cells" / name / "logs" / "evaluate-lp.log").read_text()
+        assert "--lenpen-from" in argv
+    md = (out / "report" / "report.md").read_text()
+    assert "## With a length penalty chosen on public text" in md
