@@ -83,6 +83,10 @@ def _add_input_output(io: opt.OptionGroup) -> None:
                          "(with --dp: from its last saved state, see --dp-save-every; the "
                          "same settings are required); where the run saved nothing yet, "
                          "start it from the beginning, and say so")
+    io.add_argument("--train-fraction", type=ct.rate, default=1.0, metavar="F",
+                    help="train on a random share of the training pairs, each kept with "
+                         "probability F (seeded; default 1: all): a data-size curve. Under "
+                         "--dp it is a run on that subset (the others spend nothing)")
     opt.add_keep_work(io, "keep OUT/.work (subword text and binaries of the training data)")
     io.add_argument("--keep-checkpoints", action="store_true",
                     help="keep OUT/checkpoints (with optimizer state)")
@@ -314,7 +318,8 @@ def job_from_args(args: argparse.Namespace, world_size: int) -> FineTuneJob:
         overwrite=args.overwrite, keep_work=args.keep_work, quiet=args.quiet,
         log_interval=args.log_interval, world_size=world_size,
         resume=bool(getattr(args, "resume", False)),
-        save_every=getattr(args, "dp_save_every", 10), reshape=reshape_from_args(args))
+        save_every=getattr(args, "dp_save_every", 10), reshape=reshape_from_args(args),
+        train_fraction=args.train_fraction)
 
 
 def config_from_args(args: argparse.Namespace) -> FineTuneConfig:

@@ -159,6 +159,15 @@ def _print_certificate(out: dict, as_json: bool) -> int:
     if "vocabulary_dir" in out:
         _print_vocabulary(out)
         return 0
+    if "released_from" in out:
+        tot = out["total"]
+        print(f"model: {out['model_dir']}")
+        for r in out["released_from"]:
+            print(f"release   ε = {r['epsilon']:.4f} at δ = {r['delta']:g} ({r['unit']})")
+        print(f"trained   {out['post_processing']}")
+        print(f"total      ε = {tot['epsilon']:.4f} at δ = {tot['delta']:g} "
+              f"({tot['composition']}){_seeded(out)}")
+        return 0
     t, v, tot = out["training"], out["vocabulary"], out["total"]
     print(f"model: {out['model_dir']}")
     _print_not_private(out)
@@ -185,6 +194,9 @@ def _print_certificate(out: dict, as_json: bool) -> int:
     for k, e in enumerate(out["earlier_training"], 1):
         print(f"earlier   ε = {e['epsilon']:.4f} at δ = {e['delta']:g} (DP training "
               f"{k} of the base model)")
+    for k, r in enumerate(out.get("earlier_releases") or (), 1):
+        print(f"release   ε = {r['epsilon']:.4f} at δ = {r['delta']:g} (DP release {k} "
+              f"the base model was trained on)")
     if out["base_model"].get("warning"):
         print(f"warning: {out['base_model']['warning']}")
     _refuse_sum(out)

@@ -386,23 +386,58 @@ def check_composable(unit: str, vocabulary: dict | None = None,
                 f"not add up to a guarantee for either. {_mismatch_advice(key, unit, what)}")
 
 
+def release_segments(releases: Sequence[dict]) -> list[Step]:
+    """The Gaussian counts of DP releases as history segments [σ/Δ, 1.0, 1]: one
+    full-batch Gaussian mechanism each, noise multiplier σ over its L2 sensitivity Δ
+    (√K for capped counts, 1 for the Policy Gaussian)."""
+    return [(float(r["sigma"]) / float(r["sensitivity"]), 1.0, 1) for r in releases]
+
+
+def joint_release_epsilon(training: dict, releases: Sequence[dict]) -> float:
+    """ε of DP releases and a DP-SGD training accounted together: the releases' Gaussian
+    counts composed with the training's history (unit count first) by the training's
+    accountant, at δ = δ_train + Σ δ_G; each release's threshold δ_T is added to δ
+    outside (an item only the added unit holds passes with probability ≤ δ_T)."""
+    delta = float(training["delta"]) + sum(float(r["delta_gauss"]) for r in releases)
+    hist = release_segments(releases) + [tuple(h) for h in training["history"]]
+    return epsilon(hist, delta, training.get("accountant", "rdp"))
+
+
+def composes_jointly(training: dict) -> bool:
+    """Whether a training's history may be accounted together with releases: its rates
+    were fixed in advance (RDP composition of the count and the steps)."""
+    return (training.get("composition") or {}).get("kind", RDP_COMPOSITION) == RDP_COMPOSITION
+
+
 def compose_certificate(training: dict, vocabulary: dict | None = None,
                         earlier: Sequence[dict] = (),
-                        training_eps: float | None = None) -> dict:
+                        training_eps: float | None = None,
+                        releases: Sequence[dict] = ()) -> dict:
     """Total (ε, δ) of a DP model: its vocabulary, every earlier DP training of its base
-    model (fine-tuning a DP model again on the same owner's data composes), and this
-    training — by basic composition, valid whatever the overlap of the data sets, and
-    only for guarantees of the same privacy unit (NotComposable otherwise)."""
-    check_composable(entry_unit_key(training), vocabulary, earlier)
+    model (fine-tuning a DP model again on the same owner's data composes), the DP
+    releases its base model was trained on, and this training — by basic composition,
+    valid whatever the overlap of the data sets, and only for guarantees of the same
+    privacy unit (NotComposable otherwise). Releases and this training are accounted
+    together (joint_release_epsilon) when the training's rates were fixed in advance,
+    which is tighter than adding their ε's."""
+    check_composable(entry_unit_key(training), vocabulary, list(earlier) + list(releases))
     vocab: dict = vocabulary or NO_VOCABULARY  # a certificate entry, like `vocabulary`
     parts = [(vocab["epsilon"], vocab["delta"])]
     parts += [(training_epsilon(t), t["delta"]) for t in earlier]
-    parts.append((training_epsilon(training) if training_eps is None else training_eps,
-                  training["delta"]))
+    own = training_epsilon(training) if training_eps is None else training_eps
+    if releases and composes_jointly(training):
+        parts.append((joint_release_epsilon(training, releases),
+                      training["delta"] + sum(float(r["delta"]) for r in releases)))
+        how = (f"basic (ε_V + Σ earlier ε_T + ε of {len(releases)} DP release(s) and this "
+               f"training accounted together by {training.get('accountant', 'rdp')}, "
+               f"δ likewise)")
+    else:
+        parts += [(float(r["epsilon"]), float(r["delta"])) for r in releases]
+        parts.append((own, training["delta"]))
+        how = ("basic (ε_V + Σ earlier ε_T + Σ ε_release + ε_T, δ likewise)" if releases
+               else "basic (ε_V + Σ earlier ε_T + ε_T, δ likewise)")
     eps, delta = compose_basic(*parts)
-    return {"epsilon": eps, "delta": delta,
-            "composition": "basic (ε_V + Σ earlier ε_T + ε_T, δ likewise)",
-            "parts": len(parts)}
+    return {"epsilon": eps, "delta": delta, "composition": how, "parts": len(parts)}
 
 
 def analytic_gaussian_epsilon(noise_std: float, delta: float,

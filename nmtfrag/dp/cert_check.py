@@ -279,9 +279,14 @@ def check_model(cert: Any, manifest: Any) -> dict:
     seeded = vocabulary_entry(vocab, "vocabulary") or seeded
     if not isinstance(field(cert, "base_model", "privacy"), dict):
         raise _fail("base_model is not an object")
+    releases = cert.get("earlier_releases", [])
+    if not isinstance(releases, list) or ("earlier_releases" in cert and not releases):
+        raise _fail("earlier_releases is not a non-empty list")
+    for k, r in enumerate(releases):
+        seeded = release_entry(r, f"earlier_releases[{k}]")[2] or seeded
     try:
         total = accounting.compose_certificate(training, vocab, earlier,
-                                               training_eps=eps)
+                                               training_eps=eps, releases=releases)
     except accounting.NotComposable as exc:
         total = {"epsilon": None, "delta": None, "composable": False,
                  "reason": str(exc)}
@@ -294,13 +299,11 @@ def check_model(cert: Any, manifest: Any) -> dict:
 
 # --- DP phrase-pair releases (`nmtfrag extract --dp`) ---------------------------------
 
-def check_release(cert: Any, manifest: Any) -> dict:
-    """An extract --dp certificate and its manifest. Returns {"epsilon", "seeded"}."""
+def release_entry(rel: Any, p: str) -> tuple[float, float, bool]:
+    """Check one release entry (its mechanism's figures recomputed); returns (ε, δ,
+    seeded)."""
     from ..limits import MAX_UNIT_CAP
 
-    check_copy(cert, field(manifest, "privacy", "manifest"))
-    rel = field(cert, "release", "privacy")
-    p = "release"
     weights = field(rel, "weights", p)
     if weights not in ("count", "policy"):
         raise _fail(f"{p}.weights is {weights!r}, not count or policy")
@@ -344,6 +347,14 @@ def check_release(cert: Any, manifest: Any) -> dict:
         if not isinstance(field(rel, key, p), str):
             raise _fail(f"{p}.{key} is not text")
     seeded = randomness(field(rel, "randomness", p), f"{p}.randomness")
+    return eps, delta, seeded
+
+
+def check_release(cert: Any, manifest: Any) -> dict:
+    """An extract --dp certificate and its manifest. Returns {"epsilon", "seeded"}."""
+    check_copy(cert, field(manifest, "privacy", "manifest"))
+    rel = field(cert, "release", "privacy")
+    eps, delta, seeded = release_entry(rel, "release")
     if field(manifest, "randomness", "manifest") != rel["randomness"]:
         raise _fail("manifest.randomness differs from release.randomness")
     same_tree(field(cert, "total", "privacy"),
@@ -360,6 +371,33 @@ def check_release(cert: Any, manifest: Any) -> dict:
         raise _fail(f"release.epsilon {eps:.6g} exceeds the ε asked for "
                     f"(manifest.params.dp.epsilon = {asked_eps:g})")
     return {"epsilon": eps, "seeded": seeded}
+
+
+# --- models trained on a DP release only (`nmtfrag finetune` on an extract --dp) -----
+
+POST_PROCESSED = "post-processing of the DP release(s) it was trained on"
+
+
+def check_post_processed(cert: Any, manifest: Any) -> dict:
+    """A model trained (fairseq's track) on DP releases and public text only: each
+    release entry checked, the total recomputed. Returns {"epsilon", "delta", "seeded"}."""
+    check_copy(cert, field(manifest, "privacy", "manifest"))
+    if field(manifest, "dp", "manifest") is not True:
+        raise _fail("manifest.dp is not true")
+    releases = field(cert, "released_from", "privacy")
+    if not isinstance(releases, list) or not releases:
+        raise _fail("released_from is not a non-empty list")
+    seeded, parts = False, []
+    for k, r in enumerate(releases):
+        eps, delta, s = release_entry(r, f"released_from[{k}]")
+        parts.append((eps, delta))
+        seeded = seeded or s
+    eps, delta = accounting.compose_basic(*parts)
+    same_tree(field(cert, "total", "privacy"),
+              {"epsilon": eps, "delta": delta, "composition": POST_PROCESSED}, "total")
+    if not isinstance(field(cert, "post_processing", "privacy"), str):
+        raise _fail("post_processing is not text")
+    return {"epsilon": eps, "delta": delta, "seeded": seeded}
 
 
 # --- DP vocabularies (`nmtfrag vocab --dp`) -------------------------------------------

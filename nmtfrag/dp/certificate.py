@@ -60,6 +60,11 @@ def read_certificate(directory: str) -> dict:
             checked = cert_check.check_release(cert, manifest)
             out = {"release_dir": os.path.abspath(directory),
                    "release": cert["release"], "total": cert["total"]}
+        elif isinstance(cert, dict) and "released_from" in cert:
+            checked = cert_check.check_post_processed(cert, manifest)
+            out = {"model_dir": os.path.abspath(directory),
+                   "released_from": cert["released_from"], "total": cert["total"],
+                   "post_processing": cert["post_processing"]}
         elif isinstance(cert, dict) and "training" in cert:
             checked = cert_check.check_model(cert, manifest)
             out = _training_report(directory, cert, checked)
@@ -105,6 +110,7 @@ def _training_report(model_dir: str, cert: dict, checked: dict) -> dict:
                          "composition": {**training["composition"],
                                          "parts": checked["parts"]}},
             "earlier_training": list(cert["earlier_training"]),
+            "earlier_releases": list(cert.get("earlier_releases") or []),
             "vocabulary": cert["vocabulary"],
             "base_model": cert["base_model"],
             "total": checked["total"]}

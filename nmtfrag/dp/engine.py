@@ -105,7 +105,8 @@ def _train_and_write(job: FineTuneJob, config: DPConfig, seed: Seed,
         train_ds, valid_ds = task.dataset("train"), task.dataset("valid")
         public_ds = task.dataset(PUBLIC_SPLIT) if config.public_train else None
         plan = plan_run(config, out, seed, job.resume,
-                        len(units) if units is not None else len(train_ds), units)
+                        len(units) if units is not None else len(train_ds), units,
+                        releases=prior.releases)
         setup = set_up_model(model.float(), config, seed, device)
         ls = job.label_smoothing
         validating = job.valid_src is not None  # else no validation set is read at all
@@ -243,7 +244,8 @@ def prepare_model_and_data(job: FineTuneJob, config: DPConfig, md: ModelDir,
     with fairseq_log_level():
         prep = training_data.prepare(
             md, sources, layout, seed=1 if config.seed is None else config.seed,
-            tags=TagPolicy.of_flag(job.tags, data_decides=False), dedup=config.dedup)
+            tags=TagPolicy.of_flag(job.tags, data_decides=False), dedup=config.dedup,
+            fraction=job.train_fraction)
         if config.public_train:
             prepare_public_pool(job, config, md, layout)
         models, _, task = checkpoint_utils.load_model_ensemble_and_task(

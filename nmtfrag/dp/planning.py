@@ -74,10 +74,33 @@ class NoisePlan:
     planned_segments: list  # (first step, expected batch): q·ñ at a fixed rate q
 
 
+def with_releases(config: DPConfig, releases: Sequence[dict]) -> tuple[DPConfig, list]:
+    """The config σ is calibrated with, and the segments composed in front of the count's,
+    when the base model was trained on DP releases: --epsilon is then the total over the
+    releases and this training. Rates fixed in advance: the releases' Gaussian counts are
+    accounted together with the training (accounting.joint_release_epsilon), at δ plus
+    their δ_G. Rates from the DP count: the training's target is what the releases
+    left (basic composition)."""
+    from dataclasses import replace
+
+    if not releases or config.target_epsilon is None:
+        return config, []
+    if config.sample_rate is not None:
+        delta = config.delta + sum(float(r["delta_gauss"]) for r in releases)
+        return replace(config, delta=delta), accounting.release_segments(releases)
+    left = config.target_epsilon - sum(float(r["epsilon"]) for r in releases)
+    if left <= 0:
+        raise InputError(f"--epsilon {config.target_epsilon:g} is the total with the base "
+                         f"model's DP release(s), which spent "
+                         f"{config.target_epsilon - left:g} already: nothing is left")
+    return replace(config, target_epsilon=left), []
+
+
 def plan_run(config: DPConfig, out: str, seed: Seed, resuming: bool, n: int,
-             units: list[list[int]] | None) -> NoisePlan:
+             units: list[list[int]] | None, releases: Sequence[dict] = ()) -> NoisePlan:
     """Check n exactly, draw the DP count ñ once (a resumed run reads the one its
-    interrupted part drew and accounted), plan σ and the steps from it."""
+    interrupted part drew and accounted), plan σ and the steps from it (with the base
+    model's DP `releases` in the budget: with_releases)."""
     if units is not None:
         check_enough_units(config, n)  # after skipped lines, if any
     accounting.check_delta(config.delta, n_examples=n)  # exact: lines may be skipped
@@ -87,7 +110,8 @@ def plan_run(config: DPConfig, out: str, seed: Seed, resuming: bool, n: int,
         n_hat = unit_count.noisy_count(n, unit_count.count_rng(seed))
         resume.save_count(out, n_hat)
     n_plan = unit_count.planning_count(n_hat, largest_batch(config, n))
-    planned = plan_noise(config, n_plan, fixed=[count_seg])
+    calibrated, in_front = with_releases(config, releases)
+    planned = plan_noise(calibrated, n_plan, fixed=in_front + [count_seg])
     sigma = planned.sigma
     saved_sigma = resume.saved_sigma(out) if resuming else None
     if saved_sigma is not None:  # a resumed run keeps the σ it planned: no recalibration

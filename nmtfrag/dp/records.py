@@ -22,17 +22,29 @@ from .planning import NoisePlan
 from .workers import ModelSetup, RunRecord
 
 
-def base_model_privacy(model_dir: str) -> tuple[dict | None, list[dict], dict]:
-    """What a base model already spent: (vocabulary entry, earlier DP trainings, note).
+def base_model_privacy(model_dir: str) -> tuple[dict | None, list[dict], list[dict], dict]:
+    """What a base model already spent: (vocabulary entry, earlier DP trainings, DP
+    releases it was trained on, note).
 
     Fine-tuning a DP model again on the owner's data composes with its earlier ε; a base
-    fine-tuned without DP is outside any certificate, so it gets a warning."""
+    trained only on a DP release (and public text) carries the release's certificate
+    (nmtfrag.train.release_privacy), which composes too; a base fine-tuned without DP is
+    outside any certificate, so it gets a warning. The base's certificate is checked
+    first (nmtfrag privacy's checks): an edited one is refused."""
     cert_path = os.path.join(model_dir, "privacy.json")
-    cert = read_json(cert_path) if os.path.isfile(cert_path) else {}
+    cert: dict = {}
+    if os.path.isfile(cert_path):
+        from .certificate import read_certificate
+
+        read_certificate(model_dir)  # InputError on an edited or forged certificate
+        cert = read_json(cert_path)
     earlier = list(cert.get("earlier_training") or [])
     if cert.get("training"):
         earlier.append(cert["training"])
+    releases = list(cert.get("earlier_releases") or cert.get("released_from") or [])
     note: dict[str, int | str] = {"dp_trainings": len(earlier)}
+    if releases:
+        note["dp_releases"] = len(releases)
     man_path = os.path.join(model_dir, MANIFEST)
     man = read_json(man_path) if os.path.isfile(man_path) else {}
     if man.get("kind") == "nmtfrag-finetuned-model" and not man.get("dp"):
@@ -41,7 +53,7 @@ def base_model_privacy(model_dir: str) -> tuple[dict | None, list[dict], dict]:
                            "not cover it")
     elif cert.get("base_model", {}).get("warning"):
         note["warning"] = cert["base_model"]["warning"]
-    return cert.get("vocabulary"), earlier, note
+    return cert.get("vocabulary"), earlier, releases, note
 
 
 @dataclass
@@ -49,17 +61,18 @@ class PriorPrivacy:
     """What the base model already spent (base_model_privacy)."""
     vocabulary: dict | None
     earlier: list[dict]
+    releases: list[dict]
     note: dict
 
     @classmethod
     def of_base_model(cls, model_dir: str, config: DPConfig) -> PriorPrivacy:
         """Read it, refuse it when its unit does not compose with this run's, and warn
         about a base fine-tuned without DP."""
-        vocabulary, earlier, note = base_model_privacy(model_dir)
-        accounting.check_composable(config.unit_key, vocabulary, earlier)
+        vocabulary, earlier, releases, note = base_model_privacy(model_dir)
+        accounting.check_composable(config.unit_key, vocabulary, earlier + releases)
         if note.get("warning"):
             print(f"warning: {note['warning']}", file=sys.stderr)
-        return cls(vocabulary, earlier, note)
+        return cls(vocabulary, earlier, releases, note)
 
 
 def unit_text(config: DPConfig) -> str:
@@ -113,10 +126,13 @@ def certificate(config: DPConfig, job: FineTuneJob, plan: NoisePlan, setup: Mode
     training.update(epsilon=eps, epsilon_all_accountants=eps_all)
     training["composition"]["parts"] = parts
     total = accounting.compose_certificate(training, prior.vocabulary, prior.earlier,
-                                           training_eps=training["epsilon"])
+                                           training_eps=training["epsilon"],
+                                           releases=prior.releases)
     privacy = {"training": training,
                "vocabulary": prior.vocabulary or accounting.NO_VOCABULARY,
                "earlier_training": prior.earlier, "base_model": prior.note, "total": total}
+    if prior.releases:
+        privacy["earlier_releases"] = prior.releases
     return privacy, training, total
 
 

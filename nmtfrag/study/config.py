@@ -24,8 +24,9 @@ if sys.version_info >= (3, 11):
 else:  # the same parser, before it joined the standard library
     import tomli as tomllib
 
-APPROACHES = ("phrases", "sentences", "dp-release", "dp-sgd", "public")
-MIXING = ("phrases", "sentences", "dp-release")  # approaches that may train beside public pairs
+APPROACHES = ("phrases", "sentences", "dp-release", "dp-sgd", "dp-composed", "public")
+DP_APPROACHES = ("dp-release", "dp-sgd", "dp-composed")
+RELEASE_APPROACHES = ("phrases", "dp-release", "dp-composed")  # cells that make a release
 BASELINE = "baseline"
 CELL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -125,11 +126,13 @@ class Cell:
     like: str = ""               # public: the mixed cell whose public pairs it trains on alone
     public_batch: int = 0        # dp-sgd: public pairs in every logical batch (unclipped,
     public_weight: float = 1.0   # noise-free, ε unchanged) and the weight of each
+    release_epsilon: float = 0.0  # dp-composed: the DP release's share of the total ε
+    train_fraction: float = 1.0  # dp-sgd: train on this random share of the owner's pairs
     training: Training = field(default_factory=Training)
 
     @property
     def private(self) -> bool:
-        return self.approach in ("dp-release", "dp-sgd")
+        return self.approach in DP_APPROACHES
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,11 @@ _CELL_KEYS = {
     "dp-release": {"epsilon", "delta", "max_len", "tags", "unit_cap", "passes", "seeded",
                    "tuned_on"} | _PUBLIC_KEYS | _PACK_KEYS,
     "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on", "adopt", "public_batch",
-               "public_weight"},
+               "public_weight", "train_fraction"},
+    # a DP release (release_epsilon, δ/2) and public pairs fine-tune the model for fixed
+    # passes, then DP-SGD continues from it; epsilon and delta are the composed total
+    "dp-composed": {"epsilon", "delta", "release_epsilon", "max_len", "tags", "unit_cap",
+                    "passes", "seeded", "tuned_on", "options"} | _PUBLIC_KEYS,
     "public": {"like"},
 }
 
@@ -295,13 +302,14 @@ def _cell(w: _Where, i: int, raw: Any, training: Training, data: Data) -> Cell:
 # break the footing (another model, data or test) or the ε the row prints
 _STUDY_OWNS = ("--model", "--train", "--out", "--valid-src", "--valid-tgt", "--delta",
                "--dp-public-train", "--dp-public-batch", "--dp-public-weight",
+               "--train-fraction",
                "--epsilon", "--target-epsilon", "--seed", "--overwrite", "--resume",
                "--threads", "--device", "--pretokenized", "--src-lang", "--tgt-lang",
                "--checkpoint", "--dp", "--documents", "--tmx", "-q", "--quiet")
 
 
 def _check_cell(w: _Where, where: str, c: Cell, raw: dict, data: Data) -> None:
-    if c.approach in ("phrases", "dp-release") and not 1 <= c.max_len <= 10:
+    if c.approach in RELEASE_APPROACHES and not 1 <= c.max_len <= 10:
         raise w.error(where + "max_len", f"must be 1..10 (the paper: 4 or 7), got {c.max_len}")
     if not 0 < c.sample_rate <= 1:
         raise w.error(where + "sample_rate", f"must be in (0, 1], got {c.sample_rate}")
@@ -319,18 +327,23 @@ def _check_cell(w: _Where, where: str, c: Cell, raw: dict, data: Data) -> None:
     if c.public_batch and not data.public_train:
         raise w.error(where + "public_batch", "needs [data] public_train (public parallel "
                       "text)")
-    if c.approach == "dp-release":
+    if not 0 < c.train_fraction <= 1:
+        raise w.error(where + "train_fraction", f"must be in (0, 1], got {c.train_fraction}")
+    if c.approach == "dp-composed" and not 0 < c.release_epsilon < c.epsilon:
+        raise w.error(where + "release_epsilon", f"the release's share of the total ε: in "
+                      f"(0, epsilon), got {c.release_epsilon}")
+    if c.approach in ("dp-release", "dp-composed"):
         if not data.public_align:
-            raise w.error(where + "approach", "a dp-release cell needs [data] public_align "
+            raise w.error(where + "approach", "a DP release cell needs [data] public_align "
                           "(public parallel text for its aligner: an alignment learned on "
                           "the owner's corpus would void the release's guarantee)")
         if c.passes < 1 or c.unit_cap < 1:
             raise w.error(where + ("passes" if c.passes < 1 else "unit_cap"), "must be ≥ 1")
-    if c.approach in ("dp-sgd", "dp-release") and c.tuned_on not in ("public", "private"):
+    if c.approach in DP_APPROACHES and c.tuned_on not in ("public", "private"):
         raise w.error(where + "tuned_on", f"'public' (the default, or chosen on a public "
                       f"proxy corpus) or 'private' (chosen on the owner's data, e.g. by a "
                       f"sweep or from an earlier cell's test scores), got {c.tuned_on!r}")
-    if c.approach == "dp-sgd":
+    if c.approach in ("dp-sgd", "dp-composed"):
         for opt in c.options:
             if opt.split("=", 1)[0] in _STUDY_OWNS:
                 raise w.error(where + "options", f"{opt} is set by the study (use the cell's "

@@ -22,11 +22,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from .config import BASELINE, Cell, StudyConfig
+from .config import BASELINE, RELEASE_APPROACHES, Cell, StudyConfig
 
 RELEASE, RECONSTRUCT, FINETUNE, EVALUATE, EXPOSURE, MEMBERSHIP = (
     "release", "reconstruct", "finetune", "evaluate", "exposure", "membership")
 LENPEN, EVALUATE_LP = "lenpen", "evaluate-lp"  # [decode] length_penalty = "public"
+WARM_START = "warm-start"  # dp-composed: the model trained on its DP release, DP-SGD's base
 
 
 @dataclass(frozen=True)
@@ -157,10 +158,12 @@ class Planner:
                                                   self._evaluate(name, model, None),
                                                   *self._length_penalty(name, model, None)))
         steps: list[Step] = []
-        if cell.approach in ("phrases", "dp-release"):
+        if cell.approach in RELEASE_APPROACHES:
             steps.append(self._release(cell))
             if self.c.audit.reconstruction:
                 steps.append(self._reconstruct(cell))
+        if cell.approach == "dp-composed":
+            steps.append(self._warm_start(cell))
         steps.append(self._finetune(cell))
         model = self.p.step(name, FINETUNE)
         steps.append(self._evaluate(name, model, checkpoint=None))
@@ -198,8 +201,10 @@ class Planner:
             else:  # the first phrase cell's alignment (made before, see runner)
                 argv += ["--alignments", os.path.join(
                     self.p.step(str(first), RELEASE), "owner", "corpus.align")]
-        else:
-            argv += ["--dp", "--epsilon", f"{cell.epsilon:g}", "--delta", f"{cell.delta:g}",
+        else:  # a composed cell's release spends its share, at half its δ
+            eps, delta = ((cell.release_epsilon, cell.delta / 2)
+                          if cell.approach == "dp-composed" else (cell.epsilon, cell.delta))
+            argv += ["--dp", "--epsilon", f"{eps:g}", "--delta", f"{delta:g}",
                      "--unit-cap", str(cell.unit_cap), "--align-public", self.c.data.public_align,
                      "--align-model", self.p.align_model]
             if cell.seeded:
@@ -219,16 +224,23 @@ class Planner:
         vsrc, vtgt = c.data.files(c.data.valid)
         argv = ["finetune", "--model", c.model, *self._common_text(), "-q",
                 "--device", c.machine.device]
-        if c.checkpoint:
+        if c.checkpoint and cell.approach != "dp-composed":  # it starts from its warm start
             argv += ["--checkpoint", c.checkpoint]
-        if cell.approach == "dp-sgd":
+        if cell.approach in ("dp-sgd", "dp-composed"):
             # the DP track's own plan (the default recipe unless `options` say otherwise):
-            # no validation set is read (a DP run never chooses by one)
+            # no validation set is read (a DP run never chooses by one). A composed cell
+            # continues from its warm start, whose certificate is its release's: --epsilon
+            # is then the total over both, its δ the other half
+            delta = cell.delta / 2 if cell.approach == "dp-composed" else cell.delta
+            if cell.approach == "dp-composed":
+                argv[argv.index("--model") + 1] = self.p.step(cell.name, WARM_START)
             argv += ["--train", src, tgt, "--no-validation",
-                     "--dp", "--epsilon", f"{cell.epsilon:g}", "--delta", f"{cell.delta:g}",
+                     "--dp", "--epsilon", f"{cell.epsilon:g}", "--delta", f"{delta:g}",
                      "--max-tokens", str(c.training.max_tokens), *cell.options]
             if cell.seeded:
                 argv += ["--seed", str(c.seed)]
+            if cell.train_fraction < 1:
+                argv += ["--train-fraction", f"{cell.train_fraction:g}"]
             if cell.public_batch:
                 argv += ["--dp-public-train", c.data.public_train, "--dp-public-batch",
                          str(cell.public_batch), "--dp-public-weight",
@@ -255,6 +267,23 @@ class Planner:
         if t.validate_every:
             argv += ["--validate-every", str(t.validate_every)]
         return Step(cell.name, FINETUNE, self.p.step(cell.name, FINETUNE), tuple(argv),
+                    resumable=True)
+
+    def _warm_start(self, cell: Cell) -> Step:
+        """A composed cell's first model: fairseq's training on its DP release (and public
+        pairs) for fixed passes, the last checkpoint, no validation set: post-processing
+        of the release, so the model carries the release's certificate."""
+        c, t = self.c, cell.training
+        argv = ["finetune", "--model", c.model, *self._common_text(), "-q",
+                "--device", c.machine.device, "--lr", f"{t.lr:g}",
+                "--weight-decay", f"{t.weight_decay:g}", "--dropout", f"{t.dropout:g}",
+                "--label-smoothing", f"{t.label_smoothing:g}", "--max-tokens",
+                str(t.max_tokens), "--seed", str(c.seed), "--train",
+                self.p.step(cell.name, RELEASE), "--max-epochs", str(cell.passes),
+                "--no-validation", *self._public_options(cell)]
+        if c.checkpoint:
+            argv += ["--checkpoint", c.checkpoint]
+        return Step(cell.name, WARM_START, self.p.step(cell.name, WARM_START), tuple(argv),
                     resumable=True)
 
     def _public_options(self, cell: Cell) -> list[str]:

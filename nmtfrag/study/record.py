@@ -74,7 +74,7 @@ def cell_settings(config: StudyConfig, name: str, hashes: FileHashes) -> dict[st
             like = cell_settings(config, cell["like"], hashes)
             own["like settings"] = {k: v for k, v in like.items() if not k.startswith(
                 ("model.", "data.", "decode.", "audit.", "seed"))}
-        if cell["approach"] == "dp-release":
+        if cell["approach"] in ("dp-release", "dp-composed"):
             own["public_align sha256"] = [hashes(f) for f in
                                           config.data.files(config.data.public_align)]
             own["training"] = {k: v for k, v in own["training"].items()
@@ -95,7 +95,9 @@ def _applies(approach: str, key: str) -> bool:
         "dp-release": {"max_len", "tags", "epsilon", "delta", "unit_cap", "passes", "seeded",
                        "training", "tuned_on"} | public | pack,
         "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on", "public_batch",
-                   "public_weight"},
+                   "public_weight", "train_fraction"},
+        "dp-composed": {"epsilon", "delta", "release_epsilon", "max_len", "tags", "unit_cap",
+                        "passes", "seeded", "tuned_on", "options", "training"} | public,
         "public": {"like", "training"},
     }[approach]
 
@@ -111,16 +113,23 @@ def default_settings(approach: str) -> dict[str, Any]:
     return _flatten({"decode": asdict(Decode()), "audit": asdict(Audit()), **own})
 
 
+# settings that add steps to a cell without changing what it recorded before (the test
+# set decoded once more with a public-chosen length penalty): a cell recorded without
+# them takes them on, and keeps them from then on
+ADDITIVE = ("decode.length_penalty", "decode.length_penalty_lines")
+
+
 def differences(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
     """'key: recorded R, now N' for each setting that differs (missing ones included;
-    a key added since the cell was recorded counts only when set off its default)."""
+    a key added since the cell was recorded counts only when set off its default, or
+    not at all when it is ADDITIVE)."""
     out = []
     defaults = default_settings(str(recorded.get("approach"))) \
         if recorded.get("approach") not in (None, "baseline") else \
         _flatten({"decode": asdict(Decode()), "audit": asdict(Audit())})
     for key in sorted(set(recorded) | set(now)):
-        if key not in recorded and key in defaults and \
-                json.dumps(defaults[key]) == json.dumps(now.get(key)):
+        if key not in recorded and (key in ADDITIVE or key in defaults and
+                                    json.dumps(defaults[key]) == json.dumps(now.get(key))):
             continue
         a, b = recorded.get(key, "(not set)"), now.get(key, "(not set)")
         if json.dumps(a) != json.dumps(b):
@@ -151,6 +160,8 @@ def check_and_record(config: StudyConfig, record_path: str,
                     f"settings: {diff[0]}" + (f" (and {len(diff) - 1} more)" if len(diff) > 1
                                               else "")
                     + "; rename the cell, restore the setting, or use another --out")
+            cells[name]["settings"].update({k: settings[k] for k in ADDITIVE
+                                            if k in settings})
         else:
             cells[name] = {"settings": settings}
     if write:

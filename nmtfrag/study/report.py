@@ -23,16 +23,16 @@ from ..audit import compare
 from ..audit.compare import or_dash
 from ..fileio import atomic_writer, read_json, write_json
 from ..train.finetune import ended_at_cap
-from . import length, public_section, release_secrets
+from . import data_size, length, public_section, release_secrets
 from .public_section import public_figures
-from .config import BASELINE, Cell, StudyConfig
+from .config import BASELINE, RELEASE_APPROACHES, Cell, StudyConfig
 from .machine import machine_text, read_machines
 from .plan import (EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEASE, Paths,
                    Planner)
 from .state import read_state
 from .transfer import IMPORTED, steps_run_here
 
-RELEASING = ("phrases", "dp-release")  # the approaches whose cells ship a release
+RELEASING = RELEASE_APPROACHES  # the approaches whose cells ship a release
 UNCOUNTED_SLACK_S = 120  # fairseq's and the study's clocks differ by its start-up
 FULL_APPROACH = "full sentences"  # compare.reference_rows finds the full-sentence row by it
 
@@ -51,9 +51,15 @@ def approach_text(cell: Cell | None) -> str:
         return (f"DP set-union release ≤ {cell.max_len}{', tagged' if cell.tags else ''}, "
                 f"{_passes(cell.passes)}{_public_text(cell)}")
     opts = " ".join(cell.options) or "the default recipe"
+    if cell.approach == "dp-composed":
+        return (f"DP set-union release ≤ {cell.max_len} (ε {cell.release_epsilon:g})"
+                f"{', tagged' if cell.tags else ''}, {_passes(cell.passes)}"
+                f"{_public_text(cell)}, then DP-SGD ({opts}): total ε {cell.epsilon:g}")
     public = (f", + {cell.public_batch:,} public pairs a step (weight {cell.public_weight:g})"
               if cell.public_batch else "")
-    return f"DP-SGD ({opts}){public}"
+    share = (f", on {cell.train_fraction:.0%} of the owner's pairs"
+             if cell.train_fraction < 1 else "")
+    return f"DP-SGD ({opts}){public}{share}"
 
 
 def _public_text(cell: Cell) -> str:
@@ -105,7 +111,7 @@ def training_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, 
     out: dict[str, Any] = {
         "cpu_hours_training": (steps.get(FINETUNE) or {}).get("cpu_seconds", 0) / 3600,
         "cpu_hours_cell": sum(s.get("cpu_seconds", 0) for s in steps.values()) / 3600}
-    if cell.approach == "dp-sgd":
+    if cell.approach in ("dp-sgd", "dp-composed"):
         owner = _json(os.path.join(ft, "owner", "manifest.json")) or {}
         log = os.path.join(ft, "owner", "train.log")
         rates = _dp_rates(log)
@@ -181,11 +187,12 @@ def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, A
     cert = _json(os.path.join(paths.step(name, src), "privacy.json"))
     man = _json(os.path.join(paths.step(name, src), "manifest.json")) or {}
     detail: dict[str, Any] = {}
-    if cell.approach == "dp-sgd" and cert:
+    sgd = cell.approach in ("dp-sgd", "dp-composed")
+    if sgd and cert:
         t = cert.get("training") or {}
         detail = {"sigma": t.get("noise_multiplier"), "dp_steps": t.get("steps"),
                   "epsilon_by_accountant": t.get("epsilon_all_accountants")}
-    if cell.approach == "dp-sgd":
+    if sgd:
         detail.update(_dp_step_means(os.path.join(paths.step(name, src), "owner",
                                                   "train.log")))
     labels, outside = [], []
@@ -199,10 +206,13 @@ def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, A
         labels.append(f"{man['not_private'].get('mode', 'simulation')}: not private")
     if cell.approach == "dp-sgd":
         run = "its plan fixes the budget, no validation set is read"
+    elif cell.approach == "dp-composed":
+        run = ("fixed passes over the release, then DP-SGD's plan from that model; no "
+               "validation set read")
     else:
         run = "fixed passes over the release, the last checkpoint, no validation set read"
     if cell.tuned_on == "private":
-        chosen = "hyperparameters" if cell.approach == "dp-sgd" else "passes"
+        chosen = "hyperparameters" if sgd else "passes"
         labels.append(f"{chosen} chosen on private data: ε does not cover the choice")
         outside.append(f"the choice of its {chosen}, made on the owner's data; nothing of "
                        f"the run itself ({run})")
@@ -402,6 +412,7 @@ def render_markdown(config: StudyConfig, rows: list[dict],
               "the wall-clock hours of that uncounted training.", ""]
     lines += length.render(rows)
     lines += public_section.render(rows, config.full_sentence_cell)
+    lines += data_size.render(config, rows)
     lines += ["## BLEU × what leaks × ε", ""]
     lines += compare.render_markdown(config.title, rows).split("\n", 2)[2].splitlines()
     lines += release_secrets.render(rows)

@@ -247,19 +247,22 @@ class PreparedData:
 
 def prepare(md: ModelDir, sources: TrainingSources, layout: WorkLayout, *, seed: int,
             tags: TagPolicy, dedup: bool = False,
-            reshape: Reshape | None = None) -> PreparedData:
+            reshape: Reshape | None = None, fraction: float = 1.0) -> PreparedData:
     """Subword text, dictionaries (+tags), grown init checkpoint, binaries.
 
     `dedup` keeps one copy of each distinct training pair. `seed` seeds the rows of added
     tag symbols (nmtfrag.model_dir.grow_state), and the packing and public draw of
     `reshape` (nmtfrag.train.reshape), which then replaces the training split (its
-    `train_lines` are then empty: its rows are no longer corpus lines)."""
+    `train_lines` are then empty: its rows are no longer corpus lines). `fraction` < 1
+    keeps each training pair with that probability (keep_fraction)."""
     bpe = BPE(md.bpecodes)
     counts, prefixes, tagged, train_lines = {}, {}, {}, []
     reshaped: dict = {}
     for split, (src, tgt, mode) in sources.splits().items():
         pairs, skips, lines = _read_pairs(src, tgt, split)
         duplicates = 0
+        if split == "train" and fraction < 1:
+            pairs, lines = keep_fraction(pairs, lines, fraction, seed)
         if split == "train" and dedup:
             pairs, lines, duplicates = _distinct(pairs, lines)
         src_sub, n_src_tags = bpe.encode_lines((p[0] for p in pairs), sources.src_lang, mode)
@@ -309,6 +312,22 @@ def _read_pairs(src: str, tgt: str, what: str) -> tuple[list[tuple[str, str]], S
     if not rows:
         raise InputError(f"{what} {src}: no usable line pairs")
     return [(s, t) for _, s, t in rows], skips, [n - 1 for n, _, _ in rows]
+
+
+def keep_fraction(pairs: list[tuple[str, str]], lines: list[int], fraction: float,
+                  seed: int) -> tuple[list[tuple[str, str]], list[int]]:
+    """Each pair kept with probability `fraction` (independent draws, seeded): a random
+    share of the corpus whose size is never chosen from n, so a DP run on it is a DP run
+    on a subset (its units outside the subset spend nothing)."""
+    import random
+
+    if not 0 < fraction <= 1:
+        raise InputError(f"--train-fraction must be in (0, 1], got {fraction}")
+    rng = random.Random(f"train-fraction {seed}")
+    kept = [k for k in range(len(pairs)) if rng.random() < fraction]
+    if not kept:
+        raise InputError(f"--train-fraction {fraction:g} kept no training pair")
+    return [pairs[k] for k in kept], [lines[k] for k in kept]
 
 
 def _distinct(pairs: list[tuple[str, str]],

@@ -52,6 +52,7 @@ from ..fileio import (MANIFEST, lock_output_dir, prepare_output_dir, public_name
                      read_json, tool_versions, write_json)
 from .fairseq_fixes import RESUME_POINT_SECONDS, STOP_EARLY, run_fairseq_train
 from .job import FineTuneJob
+from .release_privacy import release_certificate
 from ..model_dir import ModelDir, allow_full_checkpoint_load, load_state
 from .trainable import TrainableSet
 from .data import (MODEL_KIND, TagPolicy, TrainingSources, WorkLayout, model_files,
@@ -470,6 +471,14 @@ def _prepare_train_keep(job: FineTuneJob, config: FineTuneConfig, device: str,
         k: v for k, v in hashes.items() if k not in ("valid_src", "valid_tgt")}
     manifest["tool_versions"] = tool_versions("fairseq-fixed", "torch", "fastbpe",
                                               "sacremoses")
+    cert, why_not = release_certificate(sources, config.validate)
+    manifest["dp"] = cert is not None
+    if cert is not None:  # written before the manifest, the completion mark
+        manifest["privacy"] = cert
+        write_json(os.path.join(dirs.out, "privacy.json"), cert)
+    if why_not:
+        manifest["no_certificate"] = why_not
+        print(f"note: {why_not}", file=sys.stderr)
     write_json(os.path.join(dirs.out, MANIFEST), manifest)
     return manifest
 
@@ -556,7 +565,7 @@ def prepared_data(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: M
     os.chmod(work, 0o700)
     prep = training_data.prepare(md, sources, dirs.layout, seed=config.seed,
                                  tags=TagPolicy.of_flag(job.tags, data_decides=True),
-                                 reshape=job.reshape).record()
+                                 reshape=job.reshape, fraction=job.train_fraction).record()
     prep["inputs_sha256"] = hashes
     write_json(dirs.prepared_json, prep)
     return prep

@@ -53,3 +53,6 @@ class FineTuneJob:
     resume: bool = False     # continue the interrupted run in `out`
     save_every: int = 10     # DP: save the resumable state every N noisy steps (0: never)
     reshape: Reshape | None = None
+    # train on a random share of the training pairs (each kept with this probability,
+    # seeded): a data-size curve; 1: all
+    train_fraction: float = 1.0

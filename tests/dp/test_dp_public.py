@@ -64,3 +64,28 @@ def test_a_steps_public_rows_depend_on_the_step_alone(tiny):
     assert len(set(first.tolist())) == len(first)  # a cycle uses each row once
     with pytest.raises(InputError):
         PublicBatches(ds, batch=0, weight=1.0)
+
+
+def test_a_share_of_the_corpus_keeps_the_plan_and_trains_on_about_that_share(
+        tiny_dir, tmp_path):
+    """The DP-SGD data-size curve: --train-fraction keeps each pair with that probability
+    (seeded); the plan (rate, steps) does not change, the units do."""
+    from nmtfrag.train.data import keep_fraction
+
+    root, base = tiny_dir
+    plan = ("--target-epsilon", "3", "--delta", "1e-3", "--sample-rate", "0.2",
+            "--physical-batch", "8", "--dp-steps", "2", "--allow-few-units")
+    assert main(_argv(root, base, "all", *plan)) == 0
+    assert main(_argv(root, base, "half", *plan, "--train-fraction", "0.5")) == 0
+    full = json.loads((root / "all" / "owner" / "manifest.json").read_text())
+    half = json.loads((root / "half" / "owner" / "manifest.json").read_text())
+    assert 0.3 < half["units"]["n"] / full["units"]["n"] < 0.7
+    a = json.loads((root / "all" / "privacy.json").read_text())["training"]["history"]
+    b = json.loads((root / "half" / "privacy.json").read_text())["training"]["history"]
+    assert [h[1:] for h in a] == [h[1:] for h in b]
+    pairs = [(str(i), str(i)) for i in range(1000)]
+    kept, lines = keep_fraction(pairs, list(range(1000)), 0.25, seed=1)
+    assert kept == keep_fraction(pairs, list(range(1000)), 0.25, seed=1)[0]
+    assert 200 < len(kept) < 300 and lines == [int(p[0]) for p in kept]
+    with pytest.raises(InputError):
+        keep_fraction(pairs, list(range(1000)), 1.5, seed=1)

@@ -134,7 +134,7 @@ def test_shipped_configs_parse(ws, monkeypatch):
     monkeypatch.chdir(ROOT)
     emea = read_config("corpora/EMEA/study.toml")
     assert {c.approach for c in emea.cells} == {"phrases", "sentences", "dp-release", "dp-sgd",
-                                                "public"}
+                                                "public", "dp-composed"}
     assert emea.cell("public-ctl").like == "len4-tag-pub"
     assert read_config("corpora/GNOME/study.toml").full_sentence_cell == "sent"
     assert read_config("corpora/demo/study.toml").cell("dp-sgd").epsilon == 8
@@ -314,3 +314,16 @@ def test_cpu_hours_are_a_lower_bound_where_fairseq_trained_longer_than_the_study
         if lower_bound:
             assert row["training_hours_uncounted"] == pytest.approx(1.0)
             assert shown == "≥ 0.90 (+1.00 h wall)"
+
+
+def test_a_decoding_step_added_later_is_taken_on_by_recorded_cells_and_kept():
+    """[decode] length_penalty adds steps without changing what a cell recorded: a cell
+    recorded without it takes it on (and records it), a changed value is then refused."""
+    from nmtfrag.study.record import differences
+
+    old = {"approach": "sentences", "decode.beam": 5}
+    now = {**old, "decode.length_penalty": "public", "decode.length_penalty_lines": 500}
+    assert differences(old, now) == []
+    changed = {**now, "decode.length_penalty_lines": 100}
+    assert differences(now, changed) == [
+        "decode.length_penalty_lines: recorded 500, now 100"]

@@ -1,7 +1,8 @@
 """A study's public-text cells end to end on a tiny model: a mixed cell beside its
 public-only control (the same public pairs, tested against each other), a packed release,
-a DP-SGD cell with public pairs in every batch at an unchanged ε, and every cell decoded
-again with a length penalty chosen on public validation text."""
+a DP-SGD cell with public pairs in every batch at an unchanged ε, a composed cell (a DP
+release and public pairs, then DP-SGD) at its total ε, and every cell decoded again with a
+length penalty chosen on public validation text."""
 import json
 import os
 import subprocess
@@ -21,6 +22,7 @@ train = "{data}/toy/train"
 valid = "{data}/toy/valid"
 test = "{data}/toy/test"
 public_train = "{root}/public"
+public_align = "{root}/public"
 public_valid = "{root}/public-valid"
 [decode]
 engine = "fairseq"
@@ -62,6 +64,17 @@ delta = 1e-3
 seeded = true
 public_batch = 20
 options = ["--dp-steps", "2", "--allow-few-units"]
+[[cell]]
+name = "composed"
+approach = "dp-composed"
+epsilon = 8
+release_epsilon = 3
+delta = 1e-3
+tags = true
+passes = 1
+public_share = 0.5
+seeded = true
+options = ["--dp-steps", "2", "--allow-few-units", "--sample-rate", "0.2"]
 """
 
 
@@ -128,3 +141,19 @@ def test_every_cell_is_decoded_again_with_a_penalty_chosen_on_public_text(study)
         assert "--lenpen-from" in argv
     md = (out / "report" / "report.md").read_text()
     assert "## With a length penalty chosen on public text" in md
+
+
+def test_a_composed_cell_spends_its_total_epsilon_over_release_and_training(study):
+    out, rows = study
+    cell = out / "cells" / "composed"
+    release = json.loads((cell / "release" / "privacy.json").read_text())
+    warm = json.loads((cell / "warm-start" / "privacy.json").read_text())
+    dp = json.loads((cell / "finetune" / "privacy.json").read_text())
+    assert release["release"]["epsilon"] == pytest.approx(3, rel=1e-3)
+    assert warm["released_from"] == [release["release"]]
+    assert dp["earlier_releases"] == [release["release"]]
+    assert dp["total"]["epsilon"] == pytest.approx(8, rel=0.02)
+    assert dp["total"]["delta"] == pytest.approx(1e-3)
+    assert rows["composed"]["epsilon_stated"] == pytest.approx(8, rel=0.02)
+    assert "then DP-SGD" in rows["composed"]["approach"]
+    assert rows["composed"]["reconstruction"]["max_len"] == 4
