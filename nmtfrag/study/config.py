@@ -128,6 +128,7 @@ class Cell:
     public_weight: float = 1.0   # noise-free, ε unchanged) and the weight of each
     release_epsilon: float = 0.0  # dp-composed: the DP release's share of the total ε
     train_fraction: float = 1.0  # dp-sgd: train on this random share of the owner's pairs
+    run: int = 1                 # which run of the cell (config key `runs`: NAME.rK)
     training: Training = field(default_factory=Training)
 
     @property
@@ -240,7 +241,8 @@ def parse_config(raw: dict[str, Any], path: str) -> StudyConfig:
     cells_raw = raw.get("cell", [])
     if not isinstance(cells_raw, list) or not cells_raw:
         raise w.error("[[cell]]", "give at least one cell (the baseline is always run)")
-    cells = tuple(_cell(w, i, c, training, data) for i, c in enumerate(cells_raw, 1))
+    cells = tuple(run for i, c in enumerate(cells_raw, 1)
+                  for run in _runs(w, _cell(w, i, c, training, data), c))
     names = [c.name for c in cells]
     for n in names:
         if names.count(n) > 1:
@@ -254,6 +256,35 @@ def parse_config(raw: dict[str, Any], path: str) -> StudyConfig:
                        cells=cells)
 
 
+RUN_MARK = ".r"  # run k > 1 of cell NAME is the cell NAME.rK
+MAX_RUNS = 20
+
+
+def run_name(name: str, run: int) -> str:
+    return name if run == 1 else f"{name}{RUN_MARK}{run}"
+
+
+def base_name(name: str) -> str:
+    """The cell a run belongs to: "sent" for "sent.r3" (and for "sent")."""
+    head, sep, tail = name.rpartition(RUN_MARK)
+    return head if sep and tail.isdigit() and int(tail) > 1 else name
+
+
+def _runs(w: _Where, cell: Cell, raw: dict) -> list[Cell]:
+    """A cell with `runs = N`: itself (run 1, its settings as they were) and N − 1 runs
+    of its own, NAME.r2 …, each with a new training seed, a new release draw and new DP
+    noise (Planner.run_seed); every run resumes, reports and runs in parallel as a cell."""
+    from dataclasses import replace
+
+    n = raw.get("runs", 1)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_RUNS:
+        raise w.error(f"cell {cell.name!r}: runs", f"an integer in 1..{MAX_RUNS}, got {n!r}")
+    like = cell.like
+    return [replace(cell, name=run_name(cell.name, k), run=k,
+                    like=run_name(like, k) if like and k > 1 else like)
+            for k in range(1, n + 1)]
+
+
 def _cell(w: _Where, i: int, raw: Any, training: Training, data: Data) -> Cell:
     if not isinstance(raw, dict):
         raise w.error(f"cell {i}", "must be a table ([[cell]])")
@@ -262,13 +293,16 @@ def _cell(w: _Where, i: int, raw: Any, training: Training, data: Data) -> Cell:
         raise w.error(f"cell {i}: name", "required: letters, digits, '.', '_', '-' (not "
                       f"'{BASELINE}': the baseline is always run), got {name!r}")
     where = f"cell {name!r}: "
+    if base_name(name) != name:
+        raise w.error(where + "name", f"a name ending in {RUN_MARK}N is a run's (give the "
+                      f"cell `runs = N` instead)")
     approach = raw.get("approach")
     if approach not in APPROACHES:
         raise w.error(where + "approach", f"one of {', '.join(APPROACHES)}, got {approach!r}")
-    _unknown(w, where, raw, {"name", "approach"} | _CELL_KEYS[approach])
+    _unknown(w, where, raw, {"name", "approach", "runs"} | _CELL_KEYS[approach])
     kw: dict[str, Any] = {}
     for key, value in raw.items():
-        if key in ("name", "approach"):
+        if key in ("name", "approach", "runs"):
             continue
         if key == "training":
             if not isinstance(value, dict):

@@ -130,6 +130,12 @@ class Planner:
             return os.path.join(d, os.path.basename(src)), os.path.join(d, os.path.basename(tgt))
         return src, tgt
 
+    def run_seed(self, cell: Cell) -> int:
+        """The seed of a cell's run: the study's for run 1 (what a cell recorded before
+        runs existed), then a new one per run (training order, dropout, release draw;
+        seeded DP noise). Unseeded DP noise is secret and new in every run anyway."""
+        return self.c.seed + 1000 * (cell.run - 1)
+
     def first_phrase_cell(self) -> str | None:
         """The phrase cell whose eflomal alignment the others reuse (they then differ only
         in max length, tags and sampling, as in Kim et al.'s grid)."""
@@ -194,7 +200,7 @@ class Planner:
         if cell.tags:
             argv.append("--tag")
         if cell.approach == "phrases":
-            argv += ["--sample-rate", str(cell.sample_rate), "--seed", str(self.c.seed)]
+            argv += ["--sample-rate", str(cell.sample_rate), "--seed", str(self.run_seed(cell))]
             first = self.first_phrase_cell()
             if first == cell.name:
                 argv.append("--keep-alignments")
@@ -208,7 +214,7 @@ class Planner:
                      "--unit-cap", str(cell.unit_cap), "--align-public", self.c.data.public_align,
                      "--align-model", self.p.align_model]
             if cell.seeded:
-                argv += ["--seed", str(self.c.seed)]
+                argv += ["--seed", str(self.run_seed(cell))]
         return Step(cell.name, RELEASE, self.p.step(cell.name, RELEASE), tuple(argv),
                     threads=False)
 
@@ -238,7 +244,7 @@ class Planner:
                      "--dp", "--epsilon", f"{cell.epsilon:g}", "--delta", f"{delta:g}",
                      "--max-tokens", str(c.training.max_tokens), *cell.options]
             if cell.seeded:
-                argv += ["--seed", str(c.seed)]
+                argv += ["--seed", str(self.run_seed(cell))]
             if cell.train_fraction < 1:
                 argv += ["--train-fraction", f"{cell.train_fraction:g}"]
             if cell.public_batch:
@@ -249,7 +255,7 @@ class Planner:
                         resumable=True)
         argv += ["--lr", f"{t.lr:g}", "--weight-decay", f"{t.weight_decay:g}",
                  "--dropout", f"{t.dropout:g}", "--label-smoothing", f"{t.label_smoothing:g}",
-                 "--max-tokens", str(t.max_tokens), "--seed", str(c.seed)]
+                 "--max-tokens", str(t.max_tokens), "--seed", str(self.run_seed(cell))]
         if cell.approach == "dp-release":
             # a budget and a checkpoint from public inputs only: fixed passes over the
             # release (itself the mechanism's output), the last checkpoint, no validation
@@ -278,7 +284,7 @@ class Planner:
                 "--device", c.machine.device, "--lr", f"{t.lr:g}",
                 "--weight-decay", f"{t.weight_decay:g}", "--dropout", f"{t.dropout:g}",
                 "--label-smoothing", f"{t.label_smoothing:g}", "--max-tokens",
-                str(t.max_tokens), "--seed", str(c.seed), "--train",
+                str(t.max_tokens), "--seed", str(self.run_seed(cell)), "--train",
                 self.p.step(cell.name, RELEASE), "--max-epochs", str(cell.passes),
                 "--no-validation", *self._public_options(cell)]
         if c.checkpoint:

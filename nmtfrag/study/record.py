@@ -85,7 +85,7 @@ def cell_settings(config: StudyConfig, name: str, hashes: FileHashes) -> dict[st
 
 def _applies(approach: str, key: str) -> bool:
     """Whether a cell key shapes an approach's results (the others keep their defaults)."""
-    if key in ("approach",):
+    if key in ("approach", "run"):
         return True
     public = {"public_share", "public_min_words"}
     pack = {"pack", "pack_tags"}

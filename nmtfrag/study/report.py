@@ -23,7 +23,7 @@ from ..audit import compare
 from ..audit.compare import or_dash
 from ..fileio import atomic_writer, read_json, write_json
 from ..train.finetune import ended_at_cap
-from . import data_size, length, public_section, release_secrets
+from . import data_size, length, public_section, release_secrets, runs_section
 from .public_section import public_figures
 from .config import BASELINE, RELEASE_APPROACHES, Cell, StudyConfig
 from .machine import machine_text, read_machines
@@ -307,12 +307,13 @@ def write_report(config: StudyConfig, out: str) -> list[dict[str, Any]]:
     paths = Paths(out)
     rows = collect_rows(config, out)
     os.makedirs(paths.report, exist_ok=True)
+    runs = runs_section.comparisons(config, out, rows)
     write_json(os.path.join(paths.report, "report.json"),
                {"kind": "nmtfrag-study-report", "title": config.title,
                 "rows": [compare.shareable(r) for r in rows],
-                "pending": pending_cells(config, rows)})
+                "runs": runs, "pending": pending_cells(config, rows)})
     with atomic_writer(os.path.join(paths.report, "report.md")) as f:
-        f.write(render_markdown(config, rows, read_machines(paths)))
+        f.write(render_markdown(config, rows, read_machines(paths), runs))
     if rows:
         compare.plot(rows, os.path.join(paths.report, "privacy_utility.png"), config.title)
         _write_runs_yaml(config, paths)
@@ -358,7 +359,8 @@ def _star(p: Any) -> str:
 
 
 def render_markdown(config: StudyConfig, rows: list[dict],
-                    runs: list[dict] | None = None) -> str:
+                    runs: list[dict] | None = None, run_comparisons: dict | None = None
+                    ) -> str:
     lines = [f"# Study: {config.title}", ""]
     seen = list(dict.fromkeys(machine_text(m) for m in runs or ()))
     if seen:
@@ -413,6 +415,7 @@ def render_markdown(config: StudyConfig, rows: list[dict],
     lines += length.render(rows)
     lines += public_section.render(rows, config.full_sentence_cell)
     lines += data_size.render(config, rows)
+    lines += runs_section.render(rows, run_comparisons or {})
     lines += ["## BLEU × what leaks × ε", ""]
     lines += compare.render_markdown(config.title, rows).split("\n", 2)[2].splitlines()
     lines += release_secrets.render(rows)

@@ -1,0 +1,108 @@
+"""Runs of a cell end to end on a tiny model: each run a cell of its own with a new
+training seed, a new release draw and new (seeded here) DP noise; a seeded study's runs
+are reproducible; the report puts the runs together and tests with run-to-run variance."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nmtfrag.fileio import sha256_file
+from tinymodel import write_domain
+
+CONFIG = """
+title = "toy runs"
+seed = 3
+[model]
+dir = "{model}"
+[data]
+train = "{data}/toy/train"
+valid = "{data}/toy/valid"
+test = "{data}/toy/test"
+[decode]
+engine = "fairseq"
+beam = 2
+test_lines = 20
+[training]
+lr = 0.0005
+max_tokens = 600
+patience = 1
+max_epochs = 2
+[audit]
+canaries = false
+membership = false
+[machine]
+threads = 2
+jobs = 2
+[[cell]]
+name = "sent"
+approach = "sentences"
+runs = 2
+[[cell]]
+name = "len4-tag"
+approach = "phrases"
+tags = true
+runs = 2
+[[cell]]
+name = "dp8"
+approach = "dp-sgd"
+epsilon = 8
+delta = 1e-3
+seeded = true
+runs = 2
+options = ["--dp-steps", "2", "--allow-few-units"]
+"""
+
+
+def _run(root, model, name):
+    data = write_domain(root / "data", "toy", (120, 20, 30), seed=10)
+    config = root / f"{name}.toml"
+    config.write_text(CONFIG.format(model=model, data=data), encoding="utf-8")
+    out = root / name
+    proc = subprocess.run([sys.executable, "-m", "nmtfrag", "study", "run", str(config),
+                           "--out", str(out)], capture_output=True, text=True,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def studies(tiny_model_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    return _run(root, tiny_model_dir, "a"), _run(root, tiny_model_dir, "b")
+
+
+def _hash(out, cell, step, name):
+    return sha256_file(str(out / "cells" / cell / step / name))
+
+
+def test_two_runs_differ_in_seed_release_draw_and_noise(studies):
+    a, _ = studies
+    assert _hash(a, "len4-tag", "release", "phrases.en") != \
+        _hash(a, "len4-tag.r2", "release", "phrases.en")
+    seeds = [json.loads((a / "cells" / c / "finetune" / "manifest.json").read_text())
+             ["params"]["seed"] for c in ("sent", "sent.r2")]
+    assert seeds[0] != seeds[1]
+    assert _hash(a, "dp8", "finetune", "model.pt") != _hash(a, "dp8.r2", "finetune", "model.pt")
+
+
+def test_a_seeded_studys_runs_are_reproducible(studies):
+    a, b = studies
+    for cell in ("len4-tag.r2", "dp8.r2"):
+        step, name = ("release", "phrases.en") if cell.startswith("len4") else \
+            ("finetune", "model.pt")
+        assert _hash(a, cell, step, name) == _hash(b, cell, step, name)
+
+
+def test_the_report_puts_runs_together_and_tests_across_them(studies):
+    a, _ = studies
+    md = (a / "report" / "report.md").read_text()
+    assert "## Runs" in md and "| len4-tag | 2 |" in md
+    report = json.loads((a / "report" / "report.json").read_text())
+    cells = report["runs"]["cells"]
+    assert set(cells) == {"sent", "len4-tag", "dp8"}
+    fig = cells["len4-tag"]["BLEU"]
+    assert fig["vs_baseline"]["low"] <= fig["vs_baseline"]["estimate"] <= \
+        fig["vs_baseline"]["high"]
+    assert "runs and lines" in report["runs"]["method"]
