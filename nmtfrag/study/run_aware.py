@@ -120,8 +120,8 @@ def replicates(systems: Mapping[str, System], score: Score, samples: int = SAMPL
     out = {}
     for k, s in systems.items():
         means = np.mean([score(counts @ r) for r in s.runs], axis=0)  # over runs
-        sd, df = (spreads[k], len(s.runs) - 1) if spreads[k] is not None else \
-            (pooled, pooled_df)
+        own = spreads[k]
+        sd, df = (own, len(s.runs) - 1) if own is not None else (pooled, pooled_df)
         out[k] = means + sd / math.sqrt(len(s.runs)) * rng.standard_t(df, samples)
     return out
 
