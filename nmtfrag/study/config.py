@@ -6,7 +6,11 @@ line naming the file and the key (`[training] lr`, `cell 'len4-tag': max_len`). 
 commented example configs in `corpora/*/study.toml` are the documentation of every key.
 
 Paths may hold `${VAR}` (taken from the environment, so a shipped config names no path of
-anyone's machine) and are relative to the directory the command runs in.
+anyone's machine). A relative path resolves from the config file's own directory, so a
+config works from wherever it is run (`train = "train"` beside corpora/demo/study.toml is
+corpora/demo/train); a path that starts with `${VAR}` takes the variable's value as the
+shell gave it, relative to the current directory. `read_config_for(CONFIG, OUT)` (status,
+report) takes a value that study OUT recorded for a variable the environment leaves unset.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import InputError
+from .variables import recorded_variables
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -156,16 +161,25 @@ class StudyConfig:
                 return c
         raise KeyError(name)
 
+    reference: str = ""   # the full-sentence cell every share is of (default: the first)
+
     @property
     def full_sentence_cell(self) -> str | None:
+        """The reference of every share: `reference`, else the first sentences cell."""
+        if self.reference:
+            return self.reference
         return next((c.name for c in self.cells if c.approach == "sentences"), None)
+
+    # the ${VAR}s its paths used, with the values they took (nmtfrag.study.variables)
+    variables: tuple[tuple[str, str], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 # --------------------------------------------------------------------------- reading
-_TOP = {"title", "seed", "model", "data", "decode", "training", "audit", "machine", "cell"}
+_TOP = {"title", "seed", "model", "data", "decode", "training", "audit", "machine", "cell",
+        "reference"}
 _PUBLIC_KEYS = {"public_share", "public_min_words"}
 _PACK_KEYS = {"pack", "pack_tags"}
 _CELL_KEYS = {
@@ -184,17 +198,32 @@ _CELL_KEYS = {
 
 
 class _Where:
-    """Names a key in error messages: `study.toml: [training] lr: …`."""
+    """Names a key in error messages (`study.toml: [training] lr: …`); resolves paths from
+    the config's directory and `${VAR}`s from the environment, else from `recorded`."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, recorded: dict[str, str] | None = None):
         self.path = path
+        self.base = os.path.dirname(os.path.abspath(path))
+        self.recorded = recorded
+        self.used: dict[str, str] = {}
 
     def error(self, key: str, message: str) -> InputError:
         return InputError(f"{self.path}: {key}: {message}")
 
+    def variable(self, key: str, name: str) -> str:
+        if name in os.environ:
+            return os.environ[name]
+        if self.recorded is None:
+            raise self.error(key, f"${{{name}}} is not set in the environment")
+        if name not in self.recorded:
+            raise self.error(key, f"${{{name}}} is not set in the environment, nor recorded "
+                             f"by the study's last run (set it)")
+        return self.recorded[name]
 
-def read_config(path: str) -> StudyConfig:
-    """The checked config (InputError naming the file and key on the first bad one)."""
+
+def read_config(path: str, recorded: dict[str, str] | None = None) -> StudyConfig:
+    """The checked config (InputError naming the file and key on the first bad one);
+    `recorded`: values for the `${VAR}`s the environment leaves unset."""
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such config file")
     try:
@@ -204,11 +233,19 @@ def read_config(path: str) -> StudyConfig:
         raise InputError(f"{path}: not valid TOML ({exc})") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text") from None
-    return parse_config(raw, path)
+    return parse_config(raw, path, recorded)
 
 
-def parse_config(raw: dict[str, Any], path: str) -> StudyConfig:
-    w = _Where(path)
+def read_config_for(path: str, out: str) -> StudyConfig:
+    """The config as study OUT reads it (`study status`, `study report`): a `${VAR}` unset
+    here takes the value OUT's last `study run` used, so looking at a study needs no
+    MODELS=… DATA=… (nmtfrag.study.variables)."""
+    return read_config(path, recorded_variables(out))
+
+
+def parse_config(raw: dict[str, Any], path: str,
+                 recorded: dict[str, str] | None = None) -> StudyConfig:
+    w = _Where(path, recorded)
     _unknown(w, "", raw, _TOP)
     model = _table(w, raw, "model")
     _unknown(w, "[model] ", model, {"dir", "checkpoint"})
@@ -250,10 +287,15 @@ def parse_config(raw: dict[str, Any], path: str) -> StudyConfig:
     for c in cells:
         if c.approach == "public":
             _check_control(w, c, cells)
+    reference = _typed(w, "reference", raw.get("reference", ""), "str")
+    if reference and not any(c.name == reference and c.approach == "sentences"
+                             for c in cells):
+        raise w.error("reference", f"the name of a sentences cell, got {reference!r}")
     return StudyConfig(path=path, title=_typed(w, "title", raw.get("title", "study"), "str"),
                        seed=seed, model=model_dir, checkpoint=checkpoint, data=data,
                        decode=decode, training=training, audit=audit, machine=machine,
-                       cells=cells)
+                       cells=cells, reference=reference,
+                       variables=tuple(sorted(w.used.items())))
 
 
 RUN_MARK = ".r"  # run k > 1 of cell NAME is the cell NAME.rK
@@ -515,10 +557,12 @@ def _path(w: _Where, key: str, value: Any, required: bool = False) -> str:
     value = _typed(w, key, value, "str")
 
     def var(m: re.Match) -> str:
-        if m.group(1) not in os.environ:
-            raise w.error(key, f"${{{m.group(1)}}} is not set in the environment")
-        return os.environ[m.group(1)]
-    return os.path.abspath(os.path.expanduser(_VAR.sub(var, value)))
+        got = w.variable(key, m.group(1))
+        if m.start() == 0:  # a path of the shell's: from the current directory
+            got = os.path.abspath(os.path.expanduser(got))
+        w.used[m.group(1)] = got
+        return got
+    return os.path.normpath(os.path.join(w.base, os.path.expanduser(_VAR.sub(var, value))))
 
 
 def _resolve_data(w: _Where, d: Data) -> Data:

@@ -7,7 +7,9 @@ everything that shapes its figures — the cell's own keys, the shared training,
 and audit settings, and the SHA-256 of the model checkpoint and data files (not their
 paths: the same files under another path are the same study). Where a study runs (device,
 threads, jobs) is not a setting. A changed setting is refused, naming the key and both
-values.
+values. A config that is not OUT's study at all (another model, corpus, test set or seed:
+the baseline differs; or none of its cells was ever run there) is refused by status and
+report too, rather than shown as OUT's (`check_same_study`).
 """
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ from typing import Any
 
 from ..errors import InputError
 from ..fileio import read_json, sha256_file, write_json
-from ..model_dir import validate_model_dir
+from ..model_dir import check_model_files, validate_model_dir
 from .config import BASELINE, Audit, Decode, StudyConfig
+from .variables import record_variables
 
 RECORD_VERSION = 1
 
@@ -34,10 +37,12 @@ def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
 
 
 class FileHashes:
-    """SHA-256 of the files a study reads, each hashed once per run."""
+    """SHA-256 of the files a study reads, each hashed once per run. `load_model`: whether
+    the model's checkpoints are loaded and checked too (a run), or only found (a look)."""
 
-    def __init__(self) -> None:
+    def __init__(self, load_model: bool = True) -> None:
         self._seen: dict[str, str] = {}
+        self.load_model = load_model
 
     def __call__(self, path: str) -> str:
         if path not in self._seen:
@@ -48,12 +53,17 @@ class FileHashes:
 def shared_settings(config: StudyConfig, hashes: FileHashes) -> dict[str, Any]:
     """What every cell shares: model, data, seed, decoding, audits."""
     d = config.data
-    md = validate_model_dir(config.model, d.src_lang, d.tgt_lang, config.checkpoint or None)
+    if hashes.load_model:
+        checkpoints = validate_model_dir(config.model, d.src_lang, d.tgt_lang,
+                                         config.checkpoint or None).checkpoints
+    else:
+        checkpoints = check_model_files(config.model, d.src_lang, d.tgt_lang,
+                                        config.checkpoint or None)[4]
     data = {"src_lang": d.src_lang, "tgt_lang": d.tgt_lang, "pretokenized": d.pretokenized}
     for split in ("train", "valid", "test"):
         for lang, f in zip((d.src_lang, d.tgt_lang), d.files(getattr(d, split))):
             data[f"{split}.{lang} sha256"] = hashes(f)
-    return {"model": {f"{os.path.basename(p)} sha256": hashes(p) for p in md.checkpoints},
+    return {"model": {f"{os.path.basename(p)} sha256": hashes(p) for p in checkpoints},
             "data": data, "seed": config.seed, "decode": asdict(config.decode),
             "audit": asdict(config.audit)}
 
@@ -72,7 +82,7 @@ def cell_settings(config: StudyConfig, name: str, hashes: FileHashes) -> dict[st
                                           config.data.files(config.data.public_train)]
         if cell["approach"] == "public":  # it trains on the public pairs its like-cell draws
             like = cell_settings(config, cell["like"], hashes)
-            own["like settings"] = {k: v for k, v in like.items() if not k.startswith(
+            own[LIKE[:-1]] = {k: v for k, v in like.items() if not k.startswith(
                 ("model.", "data.", "decode.", "audit.", "seed"))}
         if cell["approach"] in ("dp-release", "dp-composed"):
             own["public_align sha256"] = [hashes(f) for f in
@@ -117,6 +127,7 @@ def default_settings(approach: str) -> dict[str, Any]:
 # set decoded once more with a public-chosen length penalty): a cell recorded without
 # them takes them on, and keeps them from then on
 ADDITIVE = ("decode.length_penalty", "decode.length_penalty_lines")
+LIKE = "like settings."  # the prefix of a public control's like-cell settings
 
 
 def differences(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
@@ -127,9 +138,15 @@ def differences(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
     defaults = default_settings(str(recorded.get("approach"))) \
         if recorded.get("approach") not in (None, "baseline") else \
         _flatten({"decode": asdict(Decode()), "audit": asdict(Audit())})
+    like = LIKE + "approach"  # a public control records its like-cell's settings too
+    like_defaults = (default_settings(str(recorded[like])) if recorded.get(like) else {})
     for key in sorted(set(recorded) | set(now)):
         if key not in recorded and (key in ADDITIVE or key in defaults and
                                     json.dumps(defaults[key]) == json.dumps(now.get(key))):
+            continue
+        own = key[len(LIKE):] if key.startswith(LIKE) else None
+        if key not in recorded and own in like_defaults and \
+                json.dumps(like_defaults[own]) == json.dumps(now.get(key)):
             continue
         a, b = recorded.get(key, "(not set)"), now.get(key, "(not set)")
         if json.dumps(a) != json.dumps(b):
@@ -138,9 +155,10 @@ def differences(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
     return out
 
 
-def settings_now(config: StudyConfig, names: list[str]) -> dict[str, dict[str, Any]]:
+def settings_now(config: StudyConfig, names: list[str], load_model: bool = True
+                 ) -> dict[str, dict[str, Any]]:
     """Every named cell's settings from the config (InputError on an unusable model dir)."""
-    hashes = FileHashes()
+    hashes = FileHashes(load_model)
     return {name: cell_settings(config, name, hashes) for name in names}
 
 
@@ -167,6 +185,8 @@ def check_and_record(config: StudyConfig, record_path: str,
     if write:
         rec["title"] = config.title
         write_json(record_path, rec)
+        record_variables(os.path.dirname(os.path.abspath(record_path)),
+                         dict(config.variables))
 
 
 def read_record(out: str) -> dict[str, Any]:
@@ -175,3 +195,31 @@ def read_record(out: str) -> dict[str, Any]:
         raise InputError(f"{out}: not a study directory (no study.json; start one with "
                          f"`nmtfrag study run CONFIG --out {out}`)")
     return read_json(path)
+
+
+def check_same_study(config: StudyConfig, out: str) -> None:
+    """Refuse (InputError) a config that is not OUT's study, before status or report show
+    OUT's directories under its cells: its baseline's settings (model and data by SHA-256,
+    seed, decoding, audits) differ from the recorded baseline's, a cell of it was recorded
+    with other settings (as `study run` refuses), or none of its cells was ever recorded
+    in OUT. Cells it adds (pending) or leaves out are accepted: an edited config is still
+    the study. The model's checkpoints are hashed, not loaded."""
+    rec = read_record(out)
+    recorded: dict[str, Any] = rec.get("cells") or {}
+    names = [n for n in [BASELINE] + [c.name for c in config.cells] if n in recorded]
+    where = f"{config.path}: not the study in {out} (recorded as {rec.get('title', '?')!r})"
+    others = sorted(n for n in recorded if n != BASELINE)
+    if others and names in ([], [BASELINE]):
+        raise InputError(f"{where}: none of its cells was run there (it records "
+                         f"{', '.join(others)}); give that study's config, or another --out")
+    now = settings_now(config, names, load_model=False)
+    for name in names:
+        diff = differences(recorded[name]["settings"], now[name])
+        if not diff:
+            continue
+        first = diff[0] + (f" (and {len(diff) - 1} more)" if len(diff) > 1 else "")
+        if name == BASELINE:
+            raise InputError(f"{where}: its baseline differs: {first}; give that study's "
+                             f"config, or another --out")
+        raise InputError(f"{config.path}: cell {name!r} was recorded in {out} with other "
+                         f"settings: {first}; restore the setting (or rename the cell)")

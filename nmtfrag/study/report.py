@@ -37,13 +37,14 @@ UNCOUNTED_SLACK_S = 120  # fairseq's and the study's clocks differ by its start-
 FULL_APPROACH = "full sentences"  # compare.reference_rows finds the full-sentence row by it
 
 
-def approach_text(cell: Cell | None) -> str:
+def approach_text(cell: Cell | None, reference: bool = True) -> str:
     if cell is None:
         return "no fine-tuning"
     if cell.approach == "public":
         return f"public pairs alone (the control of {cell.like})"
     if cell.approach == "sentences":
-        return FULL_APPROACH + _public_text(cell)
+        return FULL_APPROACH + _public_text(cell) + ("" if reference else
+                                                     " (not the reference of the shares)")
     if cell.approach == "phrases":
         return (f"phrase pairs ≤ {cell.max_len}{', tagged' if cell.tags else ''}, "
                 f"rate {cell.sample_rate:g}{_public_text(cell)}")
@@ -90,7 +91,8 @@ def _spec(config: StudyConfig, paths: Paths) -> dict:
         if EVALUATE not in done:
             continue
         cell = None if plan.cell == BASELINE else config.cell(plan.cell)
-        run = {"name": plan.cell, "approach": approach_text(cell), "evaluate": done[EVALUATE]}
+        run = {"name": plan.cell, "evaluate": done[EVALUATE],
+               "approach": approach_text(cell, plan.cell == config.full_sentence_cell)}
         for key, step in (("reconstruction", RECONSTRUCT), ("exposure", EXPOSURE),
                           ("membership", MEMBERSHIP)):
             if step in done:
@@ -280,6 +282,9 @@ def collect_rows(config: StudyConfig, out: str) -> list[dict[str, Any]]:
         return []
     rows, _ = compare.collect(spec, paths.out)
     full = config.full_sentence_cell
+    # the reference first after the baseline: compare.reference_rows takes the first
+    # full-sentence row it meets
+    rows.sort(key=lambda r: 0 if r["name"] == BASELINE else 1 if r["name"] == full else 2)
     full_done = full is not None and any(r["name"] == full for r in rows)
     for row in rows:
         row.update(training_figures(config, paths, row["name"]))

@@ -327,3 +327,13 @@ def test_a_decoding_step_added_later_is_taken_on_by_recorded_cells_and_kept():
     changed = {**now, "decode.length_penalty_lines": 100}
     assert differences(now, changed) == [
         "decode.length_penalty_lines: recorded 500, now 100"]
+
+
+def test_a_control_recorded_before_a_key_was_added_to_its_like_cell_is_still_its_own():
+    from nmtfrag.study.record import differences
+
+    old = {"approach": "public", "like": "x", "like settings.approach": "phrases",
+           "like settings.max_len": 4}
+    now = {**old, "like settings.run": 1, "run": 1}
+    assert differences(old, now) == []
+    assert differences(old, {**now, "like settings.max_len": 7}) != []
