@@ -14,6 +14,7 @@ from .config import BASELINE, StudyConfig
 from .plan import FINETUNE, CellPlan, Paths, Planner
 from ..fileio import output_lock_holder
 from .machine import device_text, read_machines
+from .record import check_same_study
 from .state import cpu_of_live, read_state, resumable
 from .transfer import IMPORTED, cpu_seconds_elsewhere
 
@@ -93,8 +94,11 @@ def _devices(imported: dict[str, Any]) -> str:
 
 
 def study_status(config: StudyConfig, out: str) -> tuple[int | None, list[dict[str, Any]]]:
-    """(pid of the live run or None, one record per cell)."""
+    """(pid of the live run or None, one record per cell); InputError for a config that
+    is not OUT's study (its cells would show as pending, OUT's real ones hidden)."""
     paths = Paths(out)
+    if os.path.isfile(paths.record):
+        check_same_study(config, out)
     holder = output_lock_holder(paths.out)
     planner = Planner(config, paths.out)
     runs = read_machines(paths)
