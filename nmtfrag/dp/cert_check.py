@@ -31,9 +31,7 @@ TOL = 1e-6
 TOL_BY_ACCOUNTANT = {"rdp": 1e-6, "prv": 2e-3}
 
 
-class CertificateError(InputError):
-    """A certificate field that is missing, of the wrong type, or does not follow from
-    the rest of the certificate."""
+from .cert_files import CertificateError  # noqa: E402 (defined beside the file check)
 
 
 def _fail(what: str) -> CertificateError:

@@ -19,7 +19,7 @@ import os
 
 from ..errors import InputError
 from ..randomness import SEEDED_MARK
-from . import accounting, cert_check, schedule
+from . import accounting, cert_check, cert_files, schedule
 
 CERTIFICATE = "privacy.json"
 
@@ -56,6 +56,8 @@ def read_certificate(directory: str) -> dict:
                          "certificate's copy (an unfinished or edited output)")
     manifest = _read_json(man_path)
     try:
+        if isinstance(cert, dict):
+            cert_files.check_bound(cert, directory, certified_files(cert, manifest))
         if isinstance(cert, dict) and "release" in cert:
             checked = cert_check.check_release(cert, manifest)
             out = {"release_dir": os.path.abspath(directory),
@@ -68,7 +70,7 @@ def read_certificate(directory: str) -> dict:
         elif isinstance(cert, dict) and "training" in cert:
             checked = cert_check.check_model(cert, manifest)
             out = _training_report(directory, cert, checked)
-        elif isinstance(cert, dict) and set(cert) == {"vocabulary"}:
+        elif isinstance(cert, dict) and set(cert) - {cert_files.FILES} == {"vocabulary"}:
             checked = cert_check.check_vocabulary(cert, manifest)
             v = cert["vocabulary"]
             out = {"vocabulary_dir": os.path.abspath(directory), "vocabulary": v,
@@ -92,10 +94,35 @@ def read_certificate(directory: str) -> dict:
     return out
 
 
+def certified_files(cert: dict, manifest: object) -> list[str]:
+    """The files an output of the certificate's kind must have certified: the model's
+    (model.pt, dictionaries, bpecodes), the release's phrase files, the vocabulary's
+    codes."""
+    man = manifest if isinstance(manifest, dict) else {}
+    if "release" in cert:
+        files = man.get("files") or {}
+        return [files.get("src", "phrases.de"), files.get("tgt", "phrases.en")]
+    if "training" in cert or "released_from" in cert:
+        return list(man.get("model_files") or ["model.pt", "bpecodes"])
+    return ["bpecodes"]
+
+
+def _refuse_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    """json's object_pairs_hook: a key given twice is refused (Python keeps the last,
+    other readers the first: two readers would see two certificates)."""
+    keys = [k for k, _ in pairs]
+    for k in keys:
+        if keys.count(k) > 1:
+            raise cert_check.CertificateError(f"the key {k!r} appears twice in one object")
+    return dict(pairs)
+
+
 def _read_json(path: str) -> object:
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            return json.load(f, object_pairs_hook=_refuse_duplicates)
+    except cert_check.CertificateError as exc:
+        raise InputError(f"{path}: {exc}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid JSON ({exc})") from None
     except OSError as exc:

@@ -49,7 +49,7 @@ from ..train.binarize import fairseq_log_level
 from ..train.data import (MODEL_KIND, TagPolicy, TrainingSources, WorkLayout,
                           write_finetuned_model)
 from ..train.job import FineTuneJob
-from . import accounting, resume, simulate
+from . import accounting, cert_files, resume, simulate
 from .config import DPConfig
 from .planning import NoisePlan, check_enough_units, plan_run
 from .records import (PriorPrivacy, certificate, owner_record, public_manifest,
@@ -129,7 +129,7 @@ def _train_and_write(job: FineTuneJob, config: DPConfig, seed: Seed,
     if not_private:
         shipped = None  # a simulation or control: no certificate, no privacy.json
     else:
-        write_json(os.path.join(out, "privacy.json"), privacy)
+        write_json(os.path.join(out, "privacy.json"), cert_files.bind(privacy, out))
     resume.discard(out)  # finished: the saved state (generator states too) goes
     write_json(os.path.join(out, MANIFEST), public_manifest(
         job, config, plan, setup, seed, shipped, not_private))

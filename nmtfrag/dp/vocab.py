@@ -43,6 +43,7 @@ from ..fileio import (OWNER_DIR, atomic_writer, prepare_output_dir, remove_empty
                       sha256_file, tool_versions, write_json, write_owner_json)
 from ..randomness import Seed, resolve_seed
 from ..data.tokenize import to_tokens
+from . import cert_files
 from .accounting import unit_key
 from .histogram import noisy_threshold, tail_probability, threshold, unit_counts
 
@@ -422,7 +423,8 @@ def _write_manifests(job: VocabularyJob, out: str, res: dict, extension: dict | 
         "tool_versions": tool_versions("subword-nmt", "fastbpe", "numpy", "scipy", "torch"),
     }
     write_owner_json(out, owner)
-    write_json(os.path.join(out, "privacy.json"), {"vocabulary": res["privacy"]})
+    write_json(os.path.join(out, "privacy.json"),
+               cert_files.bind({"vocabulary": res["privacy"]}, out))
     manifest = {
         "kind": "nmtfrag-dp-vocabulary",
         "mode": "extend" if job.extend else "from_scratch", "params": params,

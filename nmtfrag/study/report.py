@@ -456,5 +456,8 @@ def run_report(config: StudyConfig, out: str) -> str:
 
     if not os.path.isfile(Paths(out).record):
         raise InputError(f"{out}: not a study directory (no study.json)")
+    from .record import check_same_study
+
+    check_same_study(config, out)
     write_report(config, out)
     return os.path.join(Paths(out).report, "report.md")

@@ -141,8 +141,6 @@ def test_an_edited_cell_is_named_and_an_added_one_is_pending(ws):
         study_status(read_config(str(configs["a"])), str(out))
 
 
-@pytest.mark.xfail(strict=True, reason="needs nmtfrag/cli/study.py to read status's and "
-                   "report's config with read_config_for (issue 45 item 4)")
 def test_status_needs_no_variables_from_the_command_line(ws, monkeypatch, capsys):
     from nmtfrag.cli import main
 
