@@ -48,11 +48,31 @@ class _Parser(argparse.ArgumentParser):
                          namespace: Any = None) -> tuple[Any, list[str]]:
         args = list(sys.argv[1:] if args is None else args)
         self._typed = args
-        return super().parse_known_args(args, namespace)
+        ns, extras = super().parse_known_args(args, namespace)
+        if extras and not hasattr(ns, _EXTRAS_PROG):  # the innermost parser with extras
+            setattr(ns, _EXTRAS_PROG, self.prog)      # returns first: its name is kept
+        return ns, extras
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: Any = None) -> Any:
+        """argparse's, with an unrecognised option's hint naming the (sub)command that
+        met it: `nmtfrag extract --help`, not `nmtfrag --help`."""
+        ns, extras = self.parse_known_args(args, namespace)
+        prog = vars(ns).pop(_EXTRAS_PROG, self.prog)
+        if extras:
+            self._usage_error(f"unrecognized arguments: {' '.join(extras)}", prog)
+        return ns
 
     def error(self, message: str) -> NoReturn:
+        self._usage_error(message, self.prog)
+
+    def _usage_error(self, message: str, prog: str) -> NoReturn:
         message = _option_message(message, getattr(self, "_typed", ()))
-        self.exit(2, f"error: {one_line(message)} (see `{self.prog} --help`)\n")
+        self.exit(2, f"error: {one_line(message)} (see `{prog} --help`)\n")
+
+
+# the Namespace attribute that names the parser which met unrecognised arguments
+_EXTRAS_PROG = "_nmtfrag_extras_prog"
 
 
 def _option_message(message: str, typed: Sequence[str] = ()) -> str:
@@ -109,7 +129,26 @@ def build_parser() -> argparse.ArgumentParser:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
+    _refuse_empty_paths(parser)
     return parser
+
+
+def _refuse_empty_paths(parser: argparse.ArgumentParser) -> None:
+    """Every option (of every subcommand) whose metavar names a path and that has no
+    `type` gets `arg_types.path`: "" is refused while parsing, before anything is
+    written. Why: `extract --out ""` wrote its release into the current directory."""
+    from .arg_types import PATH_METAVARS, path
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                _refuse_empty_paths(sub)
+            continue
+        metavar = action.metavar
+        names = metavar if isinstance(metavar, tuple) else (metavar,)
+        if action.type is None and action.nargs != 0 and \
+                any(n in PATH_METAVARS for n in names):
+            action.type = path
 
 
 def _exit_on_sigterm(signum, frame):

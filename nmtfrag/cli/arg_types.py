@@ -1,11 +1,12 @@
-"""argparse `type=` checks for numeric options, in one place.
+"""argparse `type=` checks for numeric and path options, in one place.
 
 Why: a NaN learning rate, a beam of 0 or an ε of 1e308 used to reach fairseq, the
 accountants or numpy and came back as a traceback, a 100-line usage text or a silently
 wrong result (`evaluate --first -3` scored 97 lines). Checked while parsing, a bad
 number is one `error: argument --OPTION: ...` line, exit 2, before anything is read
 or written. Each checker's name says the accepted range; NaN and ±inf are refused by
-every float checker.
+every float checker. An empty path (`--out ""`) is refused too: os.path takes it for
+the current directory, and `extract --out ""` wrote its release there.
 """
 from __future__ import annotations
 
@@ -132,3 +133,16 @@ def int_at_least(low: int) -> Callable[[str], int]:
 
     check.__name__ = f"int_at_least_{low}"
     return check
+
+
+# The metavars that name a file or directory: an option declared with one of them and no
+# `type` gets `path` (nmtfrag.cli.build_parser), so no path option takes "".
+PATH_METAVARS = frozenset({"FILE", "DIR", "PREFIX", "PATH", "TSV", "YAML", "CONFIG",
+                           "OTHER", "BASE_MODEL", "DIR|ZIP", "SRC", "TGT"})
+
+
+def path(text: str) -> str:
+    """A file or directory path: any string but the empty one."""
+    if not text:
+        raise argparse.ArgumentTypeError("must be a path, got an empty string")
+    return text

@@ -57,8 +57,9 @@ def add_parallel_files(g: OptionGroup, src_help: str, tgt_help: str, *,
 
 def add_out(g: OptionGroup, help: str, *, required: bool = True,
             metavar: str = "DIR") -> None:
-    """--out: where the command writes (refused when it holds a finished run)."""
-    g.add_argument("--out", required=required, metavar=metavar, help=help)
+    """--out: where the command writes (refused when it holds a finished run, and when
+    empty: "" is the current directory)."""
+    g.add_argument("--out", required=required, type=ct.path, metavar=metavar, help=help)
 
 
 def add_overwrite(g: OptionGroup, help: str = "replace a finished OUT") -> None:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import arg_types as ct
+from . import options as opt
 
 if TYPE_CHECKING:
     from ..study.config import StudyConfig
@@ -42,8 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        ("import", "copy finished cells of another study directory here")):
         s = sub.add_parser(name, help=text, description=text)
         s.add_argument("config", metavar="CONFIG", help="the study's TOML config file")
-        s.add_argument("--out", required=True, metavar="DIR",
-                       help="the study directory (created by the first run)")
+        opt.add_out(s, "the study directory (created by the first run)")
         if name == "run":
             s.add_argument("--jobs", type=ct.positive_int, default=None, metavar="N",
                            help="cells trained side by side (default: [machine] jobs)")
