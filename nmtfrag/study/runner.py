@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InputError
+from ..fileio import check_output_dir
 from .config import BASELINE, Cell, StudyConfig
 from .machine import busy_warning, machine_load, machine_text, note_machine
 from .plan import EVALUATE, FINETUNE, RELEASE, CellPlan, Paths, Planner, Step
@@ -202,6 +203,7 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
             raise InputError(f"--cell {name}: no such cell in {config.path} "
                              f"(cells: {', '.join(names)})")
     chosen = [n for n in names if not cells or n in cells]
+    check_study_out(config, out)
     paths = Paths(out)
     jobs = jobs or config.machine.jobs
     total_threads = threads or config.machine.threads or os.cpu_count() or 1
@@ -264,6 +266,18 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
         return 1
     progress(f"done: {os.path.join(paths.report, 'report.md')}")
     return 0
+
+
+def check_study_out(config: StudyConfig, out: str) -> None:
+    """Refuse, before anything is written, an OUT that holds another command's output
+    (a release, a model), lies inside one, or is, holds or lies inside the study's
+    model or data (fileio.check_output_dir; InputError). A study directory itself has no
+    manifest.json, so continuing one passes. Why: `study run --out RELEASE` wrote
+    study.json and cells/ into a finished release, then failed."""
+    d = config.data
+    data = [d.files(p) for p in (d.train, d.valid, d.test, d.public_align, d.public_train,
+                                 d.public_valid) if p]
+    check_output_dir(os.path.abspath(out), [config.model, data], kind=None)
 
 
 def _run_steps(ex: Executor, steps: list[Step], threads: int) -> None:
