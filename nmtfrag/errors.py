@@ -49,3 +49,66 @@ def note_interruption(exc: BaseException, note: str) -> None:
 def interruption_note(exc: BaseException) -> str | None:
     """The note `note_interruption` left on `exc`, or None."""
     return getattr(exc, "nmtfrag_note", None)
+
+
+# --- the Python API's argument checks -------------------------------------------------
+# Why: a stage called from Python with a wrong type failed late with a bare TypeError
+# naming no argument (max_len="4"), a path object broke a manifest after files were
+# written, and tag="no" made a tagged release (any string is true). Checked first, a
+# wrong type is a TypeError and an out-of-range value a ValueError, each naming the
+# argument, before anything is read or written.
+
+def check_bool(name: str, value: object) -> bool:
+    """`value` if it is a bool (True/False, not a truthy string or number)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_int(name: str, value: object, low: int | None = None) -> int:
+    """`value` if it is an int (not a bool) of at least `low`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be ≥ {low}, got {value}")
+    return value
+
+
+def check_number(name: str, value: object, low: float | None = None,
+                 low_open: bool = False) -> float:
+    """`value` if it is a finite int or float (not a bool) ≥ `low` (> `low` if
+    `low_open`)."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if low is not None and (value <= low if low_open else value < low):
+        raise ValueError(f"{name} must be {'>' if low_open else '≥'} {low:g}, got {value}")
+    return value
+
+
+def check_str(name: str, value: object) -> str:
+    """`value` if it is a str."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, got {value!r}")
+    return value
+
+
+def as_path(name: str, value: object) -> str:
+    """A path given as a str or an os.PathLike, as a str (os.fspath); an empty path is a
+    ValueError: it means the current directory, which no caller means."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or os.PathLike), got {value!r}")
+    path = os.fspath(value)
+    if not isinstance(path, str):
+        raise TypeError(f"{name} must be a text path, got {value!r}")
+    if not path:
+        raise ValueError(f"{name} must not be an empty path")
+    return path
+
+
+def as_optional_path(name: str, value: object) -> str | None:
+    """as_path, with None kept (an option not given)."""
+    return None if value is None else as_path(name, value)

@@ -29,10 +29,11 @@ from .. import __version__
 from .align import ALIGNER_MAX_TOKENS, align_files, check_priors
 from ..data.corpus import SkipLog, read_parallel, scan_text_file, validate_parallel
 from .dp_release import DPReleaseParams, DPSetUnionRelease, calibrate
-from ..errors import InputError
-from ..fileio import (MANIFEST, OWNER_DIR, atomic_writer, check_not_input, owner_path,
-                     prepare_output_dir, private_workdir, progress, sha256_file,
-                     tool_versions, write_json, write_owner_json)
+from ..errors import (InputError, as_optional_path, as_path, check_bool, check_int,
+                      check_number, check_str)
+from ..fileio import (MANIFEST, OWNER_DIR, StrPath, atomic_writer, check_not_input,
+                     owner_path, prepare_output_dir, private_workdir, progress,
+                     sha256_file, tool_versions, write_json, write_owner_json)
 from ..limits import MAX_PHRASE_LEN
 from .phrases import phrase_records
 from .public_align import DESCRIPTION as PUBLIC_ALIGNER
@@ -276,6 +277,12 @@ def _public_alignments(aligner, method, line_numbers, tokenised):
         yield line_no, (points, format_pharaoh(points))
 
 
+_BOOL_FIELDS = ("tag", "pretokenized", "allow_whole_sentences", "keep_alignments",
+                "keep_work", "overwrite", "verbose")
+_PATH_FIELDS = ("alignments", "priors", "work_dir", "documents", "align_public",
+                "align_model")
+
+
 @dataclass(frozen=True)
 class ExtractOptions:
     """How a release is made: the options of `nmtfrag extract` (see its --help).
@@ -310,6 +317,23 @@ class ExtractOptions:
     documents: str | None = None
     align_public: str | None = None
     align_model: str | None = None
+
+    def __post_init__(self) -> None:
+        """Types checked when the options are made (TypeError naming the field), paths
+        given as os.PathLike kept as str: nothing is written before a bad one is seen."""
+        for name in _BOOL_FIELDS:
+            check_bool(name, getattr(self, name))
+        for name in ("max_len", "min_len"):
+            check_int(name, getattr(self, name))
+        check_number("sample_rate", self.sample_rate)
+        for name in ("src_lang", "tgt_lang", "symmetrize_method"):
+            check_str(name, getattr(self, name))
+        for name in _PATH_FIELDS:
+            object.__setattr__(self, name, as_optional_path(name, getattr(self, name)))
+        if self.seed is not None and not isinstance(self.seed, Seed):
+            check_int("seed", self.seed, 0)
+        if self.dp is not None and not isinstance(self.dp, DPReleaseParams):
+            raise TypeError(f"dp must be a DPReleaseParams or None, got {self.dp!r}")
 
     @property
     def public_aligner(self) -> bool:
@@ -354,17 +378,22 @@ class ExtractFields(TypedDict, total=False):
     align_model: str | None
 
 
-def extract_release(src: str, tgt: str, out: str, options: ExtractOptions | None = None,
+def extract_release(src: StrPath, tgt: StrPath, out: StrPath,
+                    options: ExtractOptions | None = None,
                     **fields: Unpack[ExtractFields]) -> ExtractResult:
     """Build a release of phrase pairs from a confidential parallel corpus.
 
     Give the options as an ExtractOptions or as its fields by keyword (not both).
     Returns an ExtractResult whose manifests are also written to
     `out/owner/manifest.json` (first) and `out/manifest.json` (last: the completion mark).
-    Raises InputError for anything the user must fix; nothing is written then.
+    Raises InputError for anything the user must fix; nothing is written then. Paths may
+    be str or os.PathLike; a wrong type is a TypeError naming the argument.
     """
     if options is not None and fields:
         raise TypeError("give an ExtractOptions or its fields by keyword, not both")
+    if options is not None and not isinstance(options, ExtractOptions):
+        raise TypeError(f"options must be an ExtractOptions, got {options!r}")
+    src, tgt, out = as_path("src", src), as_path("tgt", tgt), as_path("out", out)
     opts = options if options is not None else ExtractOptions(**fields)
     _check_params(opts.max_len, opts.min_len, opts.sample_rate, opts.symmetrize_method,
                   opts.src_lang, opts.tgt_lang)
@@ -414,6 +443,10 @@ def extract_release(src: str, tgt: str, out: str, options: ExtractOptions | None
         alignment_sha=alignment_sha, public_record=public_record)
     write_owner_json(out, owner)
     for name, content in extra.files.items():  # e.g. the DP release's privacy.json
+        if name == "privacy.json":  # bound to the phrase files (the manifest's copy too)
+            from ..dp import cert_files
+
+            cert_files.bind(content, out)
         write_json(os.path.join(out, name), content)
     write_json(os.path.join(out, MANIFEST), manifest)  # last: marks a finished release
     return ExtractResult(manifest, owner, timings)
@@ -435,7 +468,7 @@ def _check_inputs(src, tgt, opts):
     return n_lines, doc_ids
 
 
-def _prepare_out(out, src, tgt, opts, names):
+def _prepare_out(out, src, tgt, opts, names) -> str:
     """The release directory, made or reused (--overwrite); no output may be an input."""
     out = prepare_output_dir(out, opts.overwrite,
                              inputs=[src, tgt, opts.alignments, opts.priors, opts.documents],

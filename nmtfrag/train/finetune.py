@@ -47,7 +47,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict
 
 from . import data as training_data
-from ..errors import InputError, is_disk_error, note_interruption, with_path
+from ..errors import (InputError, check_bool, check_int, check_number, is_disk_error,
+                      note_interruption, with_path)
 from ..fileio import (MANIFEST, lock_output_dir, prepare_output_dir, public_name,
                      read_json, tool_versions, write_json)
 from .fairseq_fixes import RESUME_POINT_SECONDS, STOP_EARLY, run_fairseq_train
@@ -365,6 +366,23 @@ class FineTuneConfig:
     # --disable-validation, the whole budget, the last checkpoint kept, no loss measured
     validate: bool = True
 
+    def __post_init__(self) -> None:
+        """Checked when made: a wrong type is a TypeError, a value out of range a
+        ValueError, each naming the field (the command's options have the same ranges).
+        Why: lr=-1 or max_updates="10" were accepted here and failed inside fairseq."""
+        for name in ("max_updates", "max_epochs", "validate_every"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), 1)
+        check_number("lr", self.lr, 0, low_open=True)
+        check_number("weight_decay", self.weight_decay, 0)
+        for name, low in (("warmup_updates", 0), ("max_tokens", 1), ("update_freq", 1),
+                          ("patience", -1), ("seed", 0)):
+            check_int(name, getattr(self, name), low)
+        if not isinstance(self.params, TrainableSet):
+            raise TypeError(f"params must be a TrainableSet, got {self.params!r}")
+        for name in ("fp16", "keep_checkpoints", "measure_before", "validate"):
+            check_bool(name, getattr(self, name))
+
     def trained(self) -> TrainableSet | None:
         """What limits training (nmtfrag.train.trainable), or None: fairseq trains everything."""
         if self.params.kind == "all" and not self.params.freeze_embeddings:
@@ -474,7 +492,9 @@ def _prepare_train_keep(job: FineTuneJob, config: FineTuneConfig, device: str,
     cert, why_not = release_certificate(sources, config.validate)
     manifest["dp"] = cert is not None
     if cert is not None:  # written before the manifest, the completion mark
-        manifest["privacy"] = cert
+        from ..dp import cert_files
+
+        manifest["privacy"] = cert_files.bind(cert, dirs.out)
         write_json(os.path.join(dirs.out, "privacy.json"), cert)
     if why_not:
         manifest["no_certificate"] = why_not

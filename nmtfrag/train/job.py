@@ -7,9 +7,13 @@ own settings (optimiser, budget, privacy) are in its config.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from ..errors import (as_optional_path, as_path, check_bool, check_int, check_number,
+                      check_str)
 
 if TYPE_CHECKING:
     from .reshape import Reshape
@@ -56,3 +60,33 @@ class FineTuneJob:
     # train on a random share of the training pairs (each kept with this probability,
     # seeded): a data-size curve; 1: all
     train_fraction: float = 1.0
+
+    def __post_init__(self) -> None:
+        """Paths may be os.PathLike (kept as str); a wrong type is a TypeError and a value
+        out of range a ValueError, each naming the field, before anything is read."""
+        self.model, self.out = as_path("model", self.model), as_path("out", self.out)
+        if isinstance(self.train, (str, os.PathLike)):
+            self.train = as_path("train", self.train)
+        elif isinstance(self.train, (list, tuple)):
+            self.train = type(self.train)(as_path("train", t) for t in self.train)
+        else:
+            raise TypeError(f"train must be a path or a sequence of paths, got "
+                            f"{self.train!r}")
+        self.valid_src = as_optional_path("valid_src", self.valid_src)
+        self.valid_tgt = as_optional_path("valid_tgt", self.valid_tgt)
+        for name in ("pretokenized", "tags", "overwrite", "keep_work", "quiet", "resume"):
+            check_bool(name, getattr(self, name))
+        for name in ("src_lang", "tgt_lang"):
+            check_str(name, getattr(self, name))
+        for name in ("checkpoint", "device"):
+            if getattr(self, name) is not None:
+                check_str(name, getattr(self, name))
+        if self.threads is not None:
+            check_int("threads", self.threads, 1)
+        for name, low in (("log_interval", 1), ("world_size", 1), ("save_every", 0)):
+            check_int(name, getattr(self, name), low)
+        for name in ("dropout", "label_smoothing"):
+            if not 0 <= check_number(name, getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if not 0 < check_number("train_fraction", self.train_fraction) <= 1:
+            raise ValueError(f"train_fraction must be in (0, 1], got {self.train_fraction}")
