@@ -67,7 +67,7 @@ def resolve_train(train: str | Sequence[str], src_lang: str = "de", tgt_lang: st
             return TrainingInput(train[0], train[1], files_mode, "files")
         train = train[0]
     if os.path.isdir(train):
-        return _release_input(train, src_lang, tgt_lang, pretokenized)
+        return _release_input(train, src_lang, tgt_lang)
     src, tgt = f"{train}.{src_lang}", f"{train}.{tgt_lang}"
     if not (os.path.isfile(src) and os.path.isfile(tgt)):
         raise InputError(f"--train {train}: not a release directory and no "
@@ -75,32 +75,31 @@ def resolve_train(train: str | Sequence[str], src_lang: str = "de", tgt_lang: st
     return TrainingInput(src, tgt, files_mode, "files")
 
 
-def _release_input(train: str, src_lang: str, tgt_lang: str,
-                   pretokenized: bool) -> TrainingInput:
+def _release_input(train: str, src_lang: str, tgt_lang: str) -> TrainingInput:
+    """A release directory's files and text mode, read from its manifest. A directory
+    without manifest.json is refused: `extract` writes the manifest last, so its phrase
+    files alone are an unfinished (or killed) release, and their text mode unknown."""
     man_path = os.path.join(train, MANIFEST)
     files = {"src": f"phrases.{src_lang}", "tgt": f"phrases.{tgt_lang}"}
-    params: dict = {}
-    has_manifest = os.path.isfile(man_path)
-    if has_manifest:
-        try:
-            man = read_json(man_path)
-        except (ValueError, OSError) as exc:
-            raise InputError(f"{man_path}: unreadable manifest ({exc})") from None
-        if man.get("kind") not in (None, "nmtfrag-release"):
-            raise InputError(f"{man_path}: kind {man.get('kind')!r} is not a release")
-        files.update(man.get("files") or {})
-        params = man.get("params") or {}
-        if params.get("src_lang", src_lang) != src_lang or \
-                params.get("tgt_lang", tgt_lang) != tgt_lang:
-            raise InputError(f"{man_path}: release is {params.get('src_lang')}→"
-                             f"{params.get('tgt_lang')}, model is {src_lang}→{tgt_lang}")
-    pre = params.get("pretokenized")
-    mode = "moses" if pre else "hub"
-    if pre is None and not has_manifest:
-        # a directory of phrase files without manifest: trust the flag
-        mode = "moses" if pretokenized else "raw"
+    if not os.path.isfile(man_path):
+        raise InputError(f"--train {train}: a directory without {MANIFEST}, so no finished "
+                         f"release (extract writes it last); give a release that "
+                         f"`nmtfrag extract` finished, a file prefix or two files")
+    try:
+        man = read_json(man_path)
+    except (ValueError, OSError) as exc:
+        raise InputError(f"{man_path}: unreadable manifest ({exc})") from None
+    if man.get("kind") not in (None, "nmtfrag-release"):
+        raise InputError(f"{man_path}: kind {man.get('kind')!r} is not a release")
+    files.update(man.get("files") or {})
+    params: dict = man.get("params") or {}
+    if params.get("src_lang", src_lang) != src_lang or \
+            params.get("tgt_lang", tgt_lang) != tgt_lang:
+        raise InputError(f"{man_path}: release is {params.get('src_lang')}→"
+                         f"{params.get('tgt_lang')}, model is {src_lang}→{tgt_lang}")
+    mode = "moses" if params.get("pretokenized") else "hub"
     return TrainingInput(os.path.join(train, files["src"]), os.path.join(train, files["tgt"]),
-                         mode, "release", man_path if has_manifest else None, params)
+                         mode, "release", man_path, params)
 
 
 def train_argument(train: str | Sequence[str]) -> str | tuple[str, str]:
