@@ -82,7 +82,7 @@ def main() -> int:
             with atomic_writer(hyp) as f:
                 f.writelines(hyps[i] + "\n" for i in lines)
             rep = evaluate(os.path.join(sub_dir, name), src=files["src"], ref=files["ref"],
-                           hyp=hyp, tokenized=d.pretokenized, src_lang=d.src_lang,
+                           hyp=hyp, pretokenized=d.pretokenized, src_lang=d.src_lang,
                            tgt_lang=d.tgt_lang, name=name, overwrite=True,
                            baseline=(None if name == BASELINE
                                      else os.path.join(sub_dir, BASELINE)))

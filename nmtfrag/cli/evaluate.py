@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     opt.add_languages(io)
     opt.add_pretokenized(io, "--src and --ref are Moses-tokenised (not escaped): "
                              "detokenise the reference before scoring, re-run the model's "
-                             "pipeline on the detokenised source", dest="tokenized")
+                             "pipeline on the detokenised source")
     io.add_argument("--first", type=ct.positive_int, default=None, metavar="N",
                     help="evaluate only the first N lines")
     io.add_argument("--baseline", metavar="DIR",
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
                         lenpen=lenpen_of(args))
     rep = evaluate(args.out, src=args.src, ref=args.ref, model=args.model, hyp=args.hyp,
                    decoding=decoding, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
-                   tokenized=args.tokenized, baseline=args.baseline, plot=args.plot,
+                   pretokenized=args.pretokenized, baseline=args.baseline, plot=args.plot,
                    first=args.first, bootstrap_samples=args.bootstrap_samples,
                    overwrite=args.overwrite, name=args.name, show_progress=True)
     s = rep["scores"]

@@ -33,8 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     help="penalties to try (default %(default)s)")
     opt.add_out(io, "output directory (report.json, report.md, manifest.json)")
     opt.add_languages(io)
-    opt.add_pretokenized(io, "--src and --ref are Moses-tokenised (not escaped)",
-                         dest="tokenized")
+    opt.add_pretokenized(io, "--src and --ref are Moses-tokenised (not escaped)")
     opt.add_overwrite(io)
     gen = p.add_argument_group("generation")
     gen.add_argument("--beam", type=ct.positive_int, default=5,
@@ -66,6 +65,6 @@ def run(args: argparse.Namespace) -> int:
     man = choose_length_penalty(args.out, model=args.model, src=args.src, ref=args.ref,
                                 decoding=decoding, candidates=candidates, first=args.first,
                                 src_lang=args.src_lang, tgt_lang=args.tgt_lang,
-                                tokenized=args.tokenized, overwrite=args.overwrite)
+                                pretokenized=args.pretokenized, overwrite=args.overwrite)
     print(json.dumps({"out": args.out, "lenpen": man["lenpen"]}))
     return 0

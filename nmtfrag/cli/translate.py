@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     opt.add_checkpoint(p, "checkpoint(s) in --model, colon-separated for an ensemble")
     p.add_argument("--input", metavar="FILE", help="read this file instead of stdin")
     opt.add_languages(p)
-    opt.add_pretokenized(p, "input is Moses-tokenised (not escaped)", dest="tokenized")
+    opt.add_pretokenized(p, "input is Moses-tokenised (not escaped)")
     opt.add_decoding(p)
 
 
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
                          beam=args.beam, lenpen=args.lenpen, max_len_a=args.max_len_a,
                          max_len_b=args.max_len_b, max_tokens=args.max_tokens,
                          batch_size=args.batch_size)
-    outs = tr.translate(lines, mode="moses" if args.tokenized else "raw",
+    outs = tr.translate(lines, mode="moses" if args.pretokenized else "raw",
                         show_progress=True)
     sys.stdout.write("".join(o + "\n" for o in outs))
     sys.stdout.flush()

@@ -207,6 +207,16 @@ def _clean(raw, line_no, normalised, side):
     return text
 
 
+def read_text_lines(path: str) -> list[str]:
+    """The lines of one text file (checked first by scan_text_file), CRLF endings and a
+    leading UTF-8 byte-order mark normalised away as read_parallel does. Why: evaluate
+    kept a reference's BOM, so its first line never matched (99.56 BLEU for a perfect
+    hypothesis) while extract read the same file without it."""
+    scan_text_file(path)
+    normalised = SkipLog()
+    return [_clean(raw, line_no, normalised, "text") for line_no, raw in _raw_lines(path)]
+
+
 def read_parallel(src_path: str, tgt_path: str, skips: SkipLog,
                   normalised: SkipLog | None = None) -> Iterator[tuple[int, str, str]]:
     """Yield (line_no, src, tgt) for every usable pair; record the others in `skips`.

@@ -8,7 +8,7 @@ sacrebleu's paired bootstrap resampling (Koehn 2004).
 
 Text handling:
 - the source is translated through the model's own pipeline (`nmtfrag.translate.fairseq_engine`);
-  with `tokenized=True` the source and reference are Moses-tokenised (like
+  with `pretokenized=True` the source and reference are Moses-tokenised (like
   ../shared/data/indomain): the source is detokenised and re-tokenised as the model's
   pipeline expects (see nmtfrag.data.bpe, mode "moses") and the reference is
   Moses-detokenised before scoring, since SacreBLEU scores detokenised text with its
@@ -34,15 +34,28 @@ from ..fileio import (atomic_writer, prepare_output_dir, read_json, sha256_file,
 
 def read_lines(path: str) -> list[str]:
     """The lines of a UTF-8 text file without their endings (checked first: a bad file
-    is an InputError naming it), as `translate` and scoring read hypotheses and sources."""
-    from ..data.corpus import scan_text_file
+    is an InputError naming it), as `translate` and scoring read hypotheses and sources:
+    CRLF and a byte-order mark normalised as extract normalises its corpus
+    (nmtfrag.data.corpus.read_text_lines), so a source, reference or hypothesis scores
+    the same with or without them."""
+    from ..data.corpus import read_text_lines
 
-    scan_text_file(path)
-    with open(path, encoding="utf-8", newline="\n") as f:
-        lines = f.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    return read_text_lines(path)
+
+
+def pretokenized_alias(pretokenized: bool, tokenized: bool | None, caller: str) -> bool:
+    """`pretokenized`, or `tokenized`, its older keyword (a DeprecationWarning): the
+    command line says --pretokenized, and so does every other stage's Python call."""
+    if tokenized is None:
+        return pretokenized
+    import warnings
+
+    warnings.warn(f"{caller}(tokenized=...) is deprecated: use pretokenized=...",
+                  DeprecationWarning, stacklevel=3)
+    if pretokenized and not tokenized:
+        raise TypeError(f"{caller}: give pretokenized or its older name tokenized, not "
+                        f"both")
+    return tokenized
 
 
 def score(hyps: Sequence[str], refs: Sequence[str],
@@ -182,19 +195,22 @@ class Decoding:
 
 def evaluate(out: str, *, src: str, ref: str, model: str | None = None,
              hyp: str | None = None, decoding: Decoding = Decoding(),
-             src_lang: str = "de", tgt_lang: str = "en", tokenized: bool = False,
+             src_lang: str = "de", tgt_lang: str = "en", pretokenized: bool = False,
              baseline: str | None = None, plot: bool = False, first: int | None = None,
              bootstrap_samples: int = 1000, overwrite: bool = False,
-             name: str | None = None, show_progress: bool = False) -> dict:
+             name: str | None = None, show_progress: bool = False,
+             tokenized: bool | None = None) -> dict:
     """Translate `src` with `model` (or take `hyp`), score against `ref`, write reports.
 
     The output length limit (`decoding.max_len_a`, `.max_len_b`) defaults to fairseq's
-    (0, 200); the report records the values used.
+    (0, 200); the report records the values used. `tokenized` is the deprecated name of
+    `pretokenized` (the command's --pretokenized), still accepted.
 
     Returns the report dict (also OUT/report.json).
     """
     from ..data.bpe import moses_detokenize
 
+    pretokenized = pretokenized_alias(pretokenized, tokenized, "evaluate")
     d = decoding
     _check_request(model, hyp, d.engine, d.compute_type, d.ct2_cache, src_lang, tgt_lang,
                    d.checkpoint, src, ref)
@@ -215,13 +231,13 @@ def evaluate(out: str, *, src: str, ref: str, model: str | None = None,
     settings: dict = {}
     if model is not None:
         hyps, settings = translate_lines(
-            model, src_lines, "moses" if tokenized else "raw", show_progress,
+            model, src_lines, "moses" if pretokenized else "raw", show_progress,
             dict(asdict(d), src_lang=src_lang, tgt_lang=tgt_lang))
     else:
         hyps = _read_hypotheses(hyp, first, ref, n)
     if len(hyps) != n:
         raise RuntimeError(f"{n} source lines but {len(hyps)} hypotheses")
-    refs = [moses_detokenize(r, tgt_lang) for r in ref_lines] if tokenized else ref_lines
+    refs = [moses_detokenize(r, tgt_lang) for r in ref_lines] if pretokenized else ref_lines
 
     result, hyp_len, ref_len = score(hyps, refs, base_hyps, bootstrap_samples)
     with atomic_writer(os.path.join(out, "hyp.txt")) as f:
@@ -235,12 +251,12 @@ def evaluate(out: str, *, src: str, ref: str, model: str | None = None,
         "reference_handling": ("reference Moses-detokenised (sacremoses, "
                                f"{tgt_lang}) before scoring; source detokenised and "
                                "re-tokenised with the model's hub pipeline"
-                               if tokenized else "reference scored as given"),
+                               if pretokenized else "reference scored as given"),
         "hypothesis_handling": "BPE removed, <P>/</P> removed, Moses-detokenised"
                                if model else "scored as given",
         "params": {"src": public_name(src), "ref": public_name(ref),
                    "hyp": public_name(hyp),
-                   "tokenized": tokenized, "lines": n, "first": first,
+                   "tokenized": pretokenized, "lines": n, "first": first,
                    "baseline": public_name(baseline),
                    "bootstrap_samples": bootstrap_samples if baseline else None,
                    "src_lang": src_lang, "tgt_lang": tgt_lang, "generation": settings},

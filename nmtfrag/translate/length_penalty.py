@@ -20,7 +20,7 @@ from dataclasses import asdict, replace
 from ..errors import InputError
 from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, public_name, read_json,
                       sha256_file, tool_versions, write_json)
-from .evaluate import Decoding, read_lines, score, translate_lines
+from .evaluate import Decoding, pretokenized_alias, read_lines, score, translate_lines
 
 KIND = "nmtfrag-length-penalty"
 CANDIDATES = (0.8, 1.0, 1.3, 1.6, 2.0)
@@ -30,11 +30,15 @@ def choose_length_penalty(out: str, *, model: str, src: str, ref: str,
                           decoding: Decoding = Decoding(),
                           candidates: Sequence[float] = CANDIDATES, first: int | None = 500,
                           src_lang: str = "de", tgt_lang: str = "en",
-                          tokenized: bool = False, overwrite: bool = False) -> dict:
+                          pretokenized: bool = False, overwrite: bool = False,
+                          tokenized: bool | None = None) -> dict:
     """Decode the first `first` lines of the public `src` with each candidate penalty and
     keep the one with the highest BLEU against `ref` (a tie: the one nearest 1, no
-    penalty). Writes OUT/report.json, report.md and manifest.json; returns the manifest."""
+    penalty). Writes OUT/report.json, report.md and manifest.json; returns the manifest.
+    `tokenized`: the deprecated name of `pretokenized`, as in evaluate."""
     from ..data.bpe import moses_detokenize
+
+    pretokenized = pretokenized_alias(pretokenized, tokenized, "choose_length_penalty")
 
     if not candidates or any(not (isinstance(c, (int, float)) and 0 < c <= 10)
                              for c in candidates):
@@ -44,12 +48,12 @@ def choose_length_penalty(out: str, *, model: str, src: str, ref: str,
         raise InputError(f"{src} has {len(src_lines)} lines but {ref} has {len(ref_lines)}")
     if first:
         src_lines, ref_lines = src_lines[:first], ref_lines[:first]
-    if tokenized:
+    if pretokenized:
         ref_lines = [moses_detokenize(r, tgt_lang) for r in ref_lines]
     out = prepare_output_dir(out, overwrite, inputs=[model, src, ref], kind=KIND)
     rows = []
     for lp in sorted(set(float(c) for c in candidates)):
-        hyps, _ = translate_lines(model, src_lines, "moses" if tokenized else "raw", False,
+        hyps, _ = translate_lines(model, src_lines, "moses" if pretokenized else "raw", False,
                              dict(asdict(replace(decoding, lenpen=lp)), src_lang=src_lang,
                                   tgt_lang=tgt_lang))
         s, _, _ = score(hyps, ref_lines)
@@ -63,7 +67,7 @@ def choose_length_penalty(out: str, *, model: str, src: str, ref: str,
         "params": {"model": public_name(model), "src": public_name(src),
                    "ref": public_name(ref), "lines": len(src_lines),
                    "candidates": [r["lenpen"] for r in rows], "engine": decoding.engine,
-                   "beam": decoding.beam, "tokenized": tokenized},
+                   "beam": decoding.beam, "tokenized": pretokenized},
         "inputs_sha256": {"src": sha256_file(src), "ref": sha256_file(ref)},
         "tool_versions": tool_versions("sacrebleu"),
     }

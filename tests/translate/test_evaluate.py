@@ -69,7 +69,7 @@ def test_engine_options_need_a_model(testset, tmp_path):
 def test_tokenized_reference_is_detokenised_first(tiny_model_dir, testset, tmp_path):
     src, ref = testset
     out = str(tmp_path / "eval")
-    rep = evaluate(out, src=src, ref=ref, model=tiny_model_dir, tokenized=True)
+    rep = evaluate(out, src=src, ref=ref, model=tiny_model_dir, pretokenized=True)
     detok = tmp_path / "ref.detok"
     md = MosesDetokenizer(lang="en")
     with open(ref, encoding="utf-8") as f:
