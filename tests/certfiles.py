@@ -4,7 +4,7 @@ figure computed by nmtfrag's own accounting (no training). Only the fields a tes
 chooses differ from a real run's."""
 import json
 
-from nmtfrag.dp import accounting, histogram, unit_count
+from nmtfrag.dp import accounting, cert_files, histogram, unit_count
 from nmtfrag.randomness import Seed
 
 
@@ -23,7 +23,8 @@ def vocabulary_entry(sigma=6.0, delta=1e-9, tuple_len=16, unit_key="sentence",
             "threshold": histogram.threshold(sigma, delta, tuple_len),
             "unit": UNIT_DEDUP if unit_key == "distinct-sentence" else UNIT,
             "unit_key": unit_key, "neighbouring": "add/remove one unit",
-            "randomness": Seed(1, reproducible=seeded).public_record()}
+            "randomness": Seed(1, reproducible=seeded).public_record(),
+            "outside_epsilon": list(accounting.OUTSIDE_VOCABULARY)}
 
 
 def training_entry(sigma=1.0, q=0.01, steps=1000, delta=1e-5, unit="sentence",
@@ -33,15 +34,20 @@ def training_entry(sigma=1.0, q=0.01, steps=1000, delta=1e-5, unit="sentence",
     count = unit_count.count_segment()
     training = {
         "mechanism": "DP-SGD, Poisson-subsampled Gaussian, add/remove one unit",
-        "unit": accounting.UNIT_LABELS[unit], "privacy_unit": unit,
-        "unit_key": unit, "accountant": accountant, "delta": delta,
+        "neighbouring": "add/remove one unit; the number of units is not shipped",
+        "unit": accounting.TRAINING_UNIT_TEXT[unit], "privacy_unit": unit,
+        "unit_key": unit, "trained_parameters": {"kind": "all", "count": 1},
+        "clipping": "hooks", "clip_mode": "clip", "processes": 1,
+        "accountant": accountant, "delta": delta,
         "noise_multiplier": sigma, "max_grad_norm": 1.0, "steps": steps,
-        "sample_rate": q,
+        "sample_rate": q, "target_epsilon": None,
+        "calibration": accounting.calibration_record(accountant, None),
         "unit_count": {"mechanism": "ñ = n + N(0, s²)", "noise_std": count[0],
                        "planning_count": 1000.0},
         "composition": accounting.composition_record(accounting.RDP_COMPOSITION, delta),
         "history": [list(count), [sigma, q, steps]],
-        "randomness": Seed(1, reproducible=seeded).public_record()}
+        "randomness": Seed(1, reproducible=seeded).public_record(),
+        "outside_epsilon": list(accounting.OUTSIDE_TRAINING)}
     eps, eps_all, parts = accounting.certify_training(training)
     training.update(epsilon=eps, epsilon_all_accountants=eps_all)
     training["composition"]["parts"] = parts
@@ -60,11 +66,16 @@ def write_model(directory, training, vocabulary=None, earlier=()):
     cert = {"training": training, "vocabulary": vocab,
             "earlier_training": list(earlier), "base_model": {"dp_trainings": 0},
             "total": total}
-    manifest = {"kind": "nmtfrag-finetuned-model", "dp": True,
-                "params": {k: training[k] for k in (
-                    "noise_multiplier", "delta", "steps", "accountant", "sample_rate")},
+    manifest = {"kind": "nmtfrag-finetuned-model", "dp": True, "model_files": ["model.pt"],
+                "params": {**{k: training[k] for k in (
+                    "noise_multiplier", "delta", "steps", "accountant", "sample_rate",
+                    "max_grad_norm", "target_epsilon", "privacy_unit")},
+                    "logical_batch": None, "batch_schedule": None,
+                    "dedup": training["unit_key"] == "distinct-sentence"},
                 "privacy": cert, "randomness": training["randomness"]}
     directory.mkdir(parents=True, exist_ok=True)
+    (directory / "model.pt").write_bytes(b"a stand-in for the weights")
+    cert_files.bind(cert, str(directory))  # the manifest's copy is the same object
     (directory / "privacy.json").write_text(json.dumps(cert))
     (directory / "manifest.json").write_text(json.dumps(manifest))
     return cert

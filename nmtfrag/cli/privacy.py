@@ -90,10 +90,13 @@ def _print_not_private(out: dict) -> None:
 
 
 def _print_release(out: dict) -> None:
+    from ..dp import accounting
+
     r, tot = out["release"], out["total"]
     print(f"release: {out['release_dir']}")
     _print_not_private(out)
-    print(f"unit      {r['unit']} (at most {r['cap']} distinct phrase pairs counted each)")
+    print(f"unit      {accounting.RELEASE_UNIT_TEXT[r['unit_key']]} (at most {r['cap']} "
+          f"distinct phrase pairs counted each)")
     print(f"mechanism {r['mechanism']}")
     print(f"          σ = {r['sigma']:.4f}, threshold {r['threshold']:.2f}; the pairs held "
           f"by one unit all stay below it with probability ≥ 1 − {r['delta_threshold']:g}")
@@ -149,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_certificate(out: dict, as_json: bool) -> int:
+    from ..dp import accounting  # the unit lines are derived from the checked unit_key
+
     if as_json:
         print(json.dumps(out, indent=2, ensure_ascii=False))
         _refuse_sum(out)
@@ -171,7 +176,7 @@ def _print_certificate(out: dict, as_json: bool) -> int:
     t, v, tot = out["training"], out["vocabulary"], out["total"]
     print(f"model: {out['model_dir']}")
     _print_not_private(out)
-    print(f"unit      {t.get('unit', 'one training sentence pair')}")
+    print(f"unit      {accounting.TRAINING_UNIT_TEXT[t['unit_key']]}")  # derived, not read
     print(f"training  ε_T = {t['epsilon']:.4f} at δ_T = {t['delta']:g} "
           f"({t.get('accountant', 'rdp')}; " + ", ".join(
               f"{k} {e:.4f}" for k, e in t["epsilon_recomputed"].items()) + ")"

@@ -88,9 +88,15 @@ def read_finetune_argv(argv: Sequence[str]) -> tuple[argparse.Namespace, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..study.config import read_config
+    from ..study.config import read_config, read_config_for
 
-    config = read_config(args.config)
+    if args.study_command in ("status", "report"):  # they start nothing: DIR's records
+        from ..study.record import read_record
+
+        read_record(args.out)  # "not a study directory" before a missing ${VAR}
+        config = read_config_for(args.config, args.out)
+    else:
+        config = read_config(args.config)
     if args.study_command == "run":
         from ..study.runner import run_study
 

@@ -319,6 +319,33 @@ def training_epsilon(training: dict) -> float:
 # Privacy units of the certificates, finest last. A guarantee for one distinct sentence
 # pair (--dedup) is also one for one pair occurrence: removing an occurrence removes at
 # most one distinct pair from the deduplicated data.
+# What a certificate says its unit is, one text per unit_key: derived, never read back.
+TRAINING_UNIT_TEXT = {
+    "sentence": ("one training sentence pair (a pair repeated k times in the data is "
+                 "protected only as a group of k: use --dedup)"),
+    "distinct-sentence": "one distinct training sentence pair (duplicates removed with --dedup)",
+    "document": ("one document (all its sentence pairs together; the documents file says "
+                 "which pair belongs to which)")}
+RELEASE_UNIT_TEXT = {
+    "sentence": ("one sentence pair (a pair repeated k times in the corpus is protected "
+                 "only as a group of k)"),
+    "document": "one document"}
+MAX_DELTA = 0.01  # a certificate's δ above this allows a unit out with a real chance
+
+# What a certificate states lies outside its ε, fixed per kind (checked, never free text):
+# the refusals that read the exact private count before anything ran. Whether a run ran
+# at all depends on them, and no certificate covers that event.
+OUTSIDE_TRAINING = [
+    "the checks before training on the exact number of units n (δ < 1/n; at least 100 "
+    "units unless --allow-few-units; a logical batch not above n): whether the run ran "
+    "at all depends on n"]
+OUTSIDE_RELEASE = [
+    "the check before the release on the exact number of units n (δ < 1/n): whether the "
+    "release was made at all depends on n"]
+OUTSIDE_VOCABULARY = [
+    "the check before counting on the exact number of units n (δ_V < 1/n): whether the "
+    "vocabulary was made at all depends on n"]
+
 UNIT_LABELS = {"sentence": "one sentence pair",
                "distinct-sentence": "one distinct sentence pair (--dedup)",
                "document": "one document"}

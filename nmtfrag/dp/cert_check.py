@@ -34,6 +34,49 @@ TOL_BY_ACCOUNTANT = {"rdp": 1e-6, "prv": 2e-3}
 from .cert_files import CertificateError  # noqa: E402 (defined beside the file check)
 
 
+# The keys each object of a certificate may hold: anything else (an added
+# "epsilon_headline") is refused, so no reader takes a figure nmtfrag did not compute.
+TRAINING_KEYS = {"mechanism", "neighbouring", "unit", "privacy_unit", "unit_key",
+                 "trained_parameters", "clipping", "clip_mode", "processes", "accountant",
+                 "delta", "noise_multiplier", "max_grad_norm", "steps", "sample_rate",
+                 "unit_count", "composition", "history", "target_epsilon", "calibration",
+                 "randomness", "epsilon", "epsilon_all_accountants", "public_data",
+                 "outside_epsilon"}
+MODEL_KEYS = {"training", "vocabulary", "earlier_training", "earlier_releases",
+              "base_model", "total", "files"}
+RELEASE_KEYS = {"mechanism", "weights", "sensitivity", "cutoff", "unit", "unit_key",
+                "neighbouring", "epsilon", "delta", "delta_gauss", "delta_threshold", "sigma",
+                "threshold", "cap", "single_unit_pass_probability", "repeat", "randomness",
+                "aligner", "outside_epsilon"}
+VOCABULARY_KEYS = {"epsilon", "delta", "method", "epsilon_corollary_1", "corollary_1_valid",
+                   "sigma", "tuple_len", "threshold", "unit", "unit_key", "neighbouring",
+                   "randomness", "outside_epsilon"}
+RANDOMNESS_KEYS = {"source", "private", "note"}
+TOTAL_KEYS = {"epsilon", "delta", "composition", "parts", "composable", "reason"}
+
+
+def only_keys(d: Any, allowed: set[str], path: str) -> None:
+    """Refuse an object holding a key nmtfrag does not write there."""
+    if not isinstance(d, dict):
+        raise _fail(f"{path} is not an object")
+    extra = sorted(set(d) - allowed)
+    if extra:
+        raise _fail(f"{path}.{extra[0]} is not a field of nmtfrag's certificates")
+
+
+def outside(entry: dict, stated: list[str], path: str) -> None:
+    """What lies outside ε is nmtfrag's fixed statement for the kind, never free text."""
+    if field(entry, "outside_epsilon", path) != stated:
+        raise _fail(f"{path}.outside_epsilon is not nmtfrag's statement of what lies "
+                    "outside this kind's ε")
+
+
+def in_delta_range(delta: float, path: str) -> None:
+    if not 0 < delta <= accounting.MAX_DELTA:
+        raise _fail(f"{path} is {delta:g}, outside (0, {accounting.MAX_DELTA:g}]: such a δ "
+                    "allows releasing a unit outright with a real chance")
+
+
 def _fail(what: str) -> CertificateError:
     return CertificateError(f"{what}: the certificate was edited or is not a "
                             "certificate of nmtfrag; refusing it")
@@ -129,6 +172,7 @@ def check_copy(cert: Any, copy: Any, prefix: str = "") -> None:
 
 def randomness(rec: Any, path: str) -> bool:
     """Check a public randomness record; True when it is seeded (not private)."""
+    only_keys(rec, RANDOMNESS_KEYS, path)
     source = field(rec, "source", path)
     private = field(rec, "private", path)
     if (source, private) not in ((SEEDED, False), (SECRET, True)):
@@ -153,9 +197,11 @@ def training_entry(t: Any, path: str) -> tuple[float, dict, dict, bool]:
         if q > 1:
             raise _fail(f"{p} has the sample rate {q}, above 1")
         integer({"steps": h[2]}, "steps", p)
+    only_keys(t, TRAINING_KEYS, path)
     delta = number(t, "delta", path, positive=True)
-    if not delta < 1:
-        raise _fail(f"{path}.delta is {delta}, not below 1")
+    in_delta_range(delta, f"{path}.delta")
+    number(t, "max_grad_norm", path, positive=True)
+    integer(t, "processes", path)
     main = field(t, "accountant", path)
     if main not in accounting.ACCOUNTANTS:
         raise _fail(f"{path}.accountant is {main!r}, not one of "
@@ -163,9 +209,28 @@ def training_entry(t: Any, path: str) -> tuple[float, dict, dict, bool]:
     for key in ("mechanism", "unit", "privacy_unit"):
         if not isinstance(field(t, key, path), str):
             raise _fail(f"{path}.{key} is not text")
-    if field(t, "unit_key", path) not in accounting.UNIT_LABELS:
-        raise _fail(f"{path}.unit_key is {t['unit_key']!r}, not one of "
+    key = field(t, "unit_key", path)
+    if key not in accounting.UNIT_LABELS:
+        raise _fail(f"{path}.unit_key is {key!r}, not one of "
                     f"{', '.join(accounting.UNIT_LABELS)}")
+    unit = field(t, "privacy_unit", path)
+    if key != accounting.unit_key(unit, key == "distinct-sentence") or \
+            unit not in ("sentence", "document"):
+        raise _fail(f"{path}.privacy_unit {unit!r} and {path}.unit_key {key!r} disagree")
+    if t["unit"] != accounting.TRAINING_UNIT_TEXT[key]:
+        raise _fail(f"{path}.unit is not the text of its unit_key {key!r}")
+    target = field(t, "target_epsilon", path)
+    if target is not None:
+        target = number(t, "target_epsilon", path, positive=True)
+        if target > 100:
+            raise _fail(f"{path}.target_epsilon is {target:g}, above 100")
+    outside(t, accounting.OUTSIDE_TRAINING, path)
+    calib = field(t, "calibration", path)
+    if calib != accounting.calibration_record(main, target):
+        raise _fail(f"{path}.calibration is {_short(calib)}, but its accountant and "
+                    f"target_epsilon give {accounting.calibration_record(main, target)!r}")
+    only_keys(field(t, "unit_count", path), {"mechanism", "noise_std", "planning_count"},
+              f"{path}.unit_count")
     seeded = randomness(field(t, "randomness", path), f"{path}.randomness")
     # the DP unit count ñ is the history's first segment [s, 1.0, 1]
     count = field(t, "unit_count", path)
@@ -233,11 +298,12 @@ def vocabulary_entry(v: Any, path: str) -> bool:
         return False
     from .vocab import vocab_epsilon
 
+    only_keys(v, VOCABULARY_KEYS, path)
+    outside(v, accounting.OUTSIDE_VOCABULARY, path)
     sigma = number(v, "sigma", path, positive=True)
     delta = number(v, "delta", path, positive=True)
     n = integer(v, "tuple_len", path)
-    if not delta < 1:
-        raise _fail(f"{path}.delta is {delta}, not below 1")
+    in_delta_range(delta, f"{path}.delta")
     half = delta / 2  # δ_V = δ of the counts + δ of the threshold
     eps = vocab_epsilon(sigma, half, n)
     same(field(v, "epsilon", path), eps["analytic_gaussian"], f"{path}.epsilon",
@@ -259,15 +325,23 @@ def check_model(cert: Any, manifest: Any) -> dict:
     check_copy(cert, field(manifest, "privacy", "manifest"))
     if field(manifest, "dp", "manifest") is not True:
         raise _fail("manifest.dp is not true")
+    only_keys(cert, MODEL_KEYS, "privacy")
     training = field(cert, "training", "privacy")
     eps, eps_all, parts, seeded = training_entry(training, "training")
     if field(manifest, "randomness", "manifest") != training["randomness"]:
         raise _fail("manifest.randomness differs from training.randomness")
     params = field(manifest, "params", "manifest")
-    for key in ("noise_multiplier", "delta", "steps", "accountant", "sample_rate"):
+    for key in ("noise_multiplier", "delta", "steps", "accountant", "sample_rate",
+                "max_grad_norm", "target_epsilon"):
         if field(params, key, "manifest.params") != training[key]:
             raise _fail(f"manifest.params.{key} is {params[key]!r} but "
                         f"training.{key} is {training[key]!r}")
+    if training["unit_key"] != accounting.unit_key(
+            field(params, "privacy_unit", "manifest.params"),
+            field(params, "dedup", "manifest.params")):
+        raise _fail(f"training.unit_key {training['unit_key']!r} is not the unit of "
+                    f"manifest.params (privacy_unit {params['privacy_unit']!r}, dedup "
+                    f"{params['dedup']!r})")
     earlier = field(cert, "earlier_training", "privacy")
     if not isinstance(earlier, list):
         raise _fail("earlier_training is not a list")
@@ -282,6 +356,10 @@ def check_model(cert: Any, manifest: Any) -> dict:
         raise _fail("earlier_releases is not a non-empty list")
     for k, r in enumerate(releases):
         seeded = release_entry(r, f"earlier_releases[{k}]")[2] or seeded
+    from .cert_plan import check_plan
+
+    check_plan(training, params, releases)
+    only_keys(field(cert, "total", "privacy"), TOTAL_KEYS, "total")
     try:
         total = accounting.compose_certificate(training, vocab, earlier,
                                                training_eps=eps, releases=releases)
@@ -302,6 +380,8 @@ def release_entry(rel: Any, p: str) -> tuple[float, float, bool]:
     seeded)."""
     from ..limits import MAX_UNIT_CAP
 
+    only_keys(rel, RELEASE_KEYS, p)
+    outside(rel, accounting.OUTSIDE_RELEASE, p)
     weights = field(rel, "weights", p)
     if weights not in ("count", "policy"):
         raise _fail(f"{p}.weights is {weights!r}, not count or policy")
@@ -311,8 +391,7 @@ def release_entry(rel: Any, p: str) -> tuple[float, float, bool]:
         raise _fail(f"{p}.cap is {cap}, above {MAX_UNIT_CAP}")
     sigma = number(rel, "sigma", p, positive=True)
     delta = number(rel, "delta", p, positive=True)
-    if not delta < 1:
-        raise _fail(f"{p}.delta is {delta}, not below 1")
+    in_delta_range(delta, f"{p}.delta")
     same(field(rel, "delta_gauss", p), delta / 2, f"{p}.delta_gauss", how="δ/2")
     same(field(rel, "delta_threshold", p), delta / 2, f"{p}.delta_threshold", how="δ/2")
     half = delta / 2
@@ -336,8 +415,10 @@ def release_entry(rel: Any, p: str) -> tuple[float, float, bool]:
              how="its σ and threshold")
         if field(rel, "cutoff", p) is not None:
             raise _fail(f"{p}.cutoff must be null (Gaussian counts)")
-    if field(rel, "unit_key", p) not in ("sentence", "document"):
+    if field(rel, "unit_key", p) not in accounting.RELEASE_UNIT_TEXT:
         raise _fail(f"{p}.unit_key is {rel['unit_key']!r}")
+    if field(rel, "unit", p) != accounting.RELEASE_UNIT_TEXT[rel["unit_key"]]:
+        raise _fail(f"{p}.unit is not the text of its unit_key {rel['unit_key']!r}")
     repeat = field(rel, "repeat", p)
     if repeat not in ("count", "once") or (policy and repeat != "once"):
         raise _fail(f"{p}.repeat is {repeat!r}")
@@ -351,6 +432,7 @@ def release_entry(rel: Any, p: str) -> tuple[float, float, bool]:
 def check_release(cert: Any, manifest: Any) -> dict:
     """An extract --dp certificate and its manifest. Returns {"epsilon", "seeded"}."""
     check_copy(cert, field(manifest, "privacy", "manifest"))
+    only_keys(cert, {"release", "total", "files"}, "privacy")
     rel = field(cert, "release", "privacy")
     eps, delta, seeded = release_entry(rel, "release")
     if field(manifest, "randomness", "manifest") != rel["randomness"]:
@@ -382,6 +464,7 @@ def check_post_processed(cert: Any, manifest: Any) -> dict:
     check_copy(cert, field(manifest, "privacy", "manifest"))
     if field(manifest, "dp", "manifest") is not True:
         raise _fail("manifest.dp is not true")
+    only_keys(cert, {"released_from", "total", "post_processing", "files"}, "privacy")
     releases = field(cert, "released_from", "privacy")
     if not isinstance(releases, list) or not releases:
         raise _fail("released_from is not a non-empty list")
@@ -402,9 +485,17 @@ def check_post_processed(cert: Any, manifest: Any) -> dict:
 
 def check_vocabulary(cert: Any, manifest: Any) -> dict:
     """A vocab --dp certificate and its manifest. Returns {"seeded"}."""
+    only_keys(cert, {"vocabulary", "files"}, "privacy")
     vocab = field(cert, "vocabulary", "privacy")
     check_copy(vocab, field(manifest, "privacy", "manifest"), "vocabulary")
     seeded = vocabulary_entry(vocab, "vocabulary")
+    from .vocab import UNIT, UNIT_DEDUP
+
+    dedup = field(field(manifest, "params", "manifest"), "dedup", "manifest.params")
+    if vocab["unit_key"] != accounting.unit_key("sentence", dedup is True) or \
+            vocab["unit"] != (UNIT_DEDUP if dedup is True else UNIT):
+        raise _fail(f"vocabulary.unit_key {vocab['unit_key']!r} and vocabulary.unit are not "
+                    f"the unit of manifest.params.dedup = {dedup!r}")
     if vocab == accounting.NO_VOCABULARY:
         raise _fail("vocabulary is the public vocabulary's entry: no DP vocabulary here")
     if field(manifest, "randomness", "manifest") != vocab["randomness"]:

@@ -34,10 +34,11 @@ def base_model_privacy(model_dir: str) -> tuple[dict | None, list[dict], list[di
     cert_path = os.path.join(model_dir, "privacy.json")
     cert: dict = {}
     if os.path.isfile(cert_path):
-        from .certificate import read_certificate
-
-        read_certificate(model_dir)  # InputError on an edited or forged certificate
         cert = read_json(cert_path)
+        if "training" in cert or "released_from" in cert:  # what nmtfrag's runs write
+            from .certificate import read_certificate
+
+            read_certificate(model_dir)  # InputError on an edited or forged certificate
     earlier = list(cert.get("earlier_training") or [])
     if cert.get("training"):
         earlier.append(cert["training"])
@@ -76,14 +77,8 @@ class PriorPrivacy:
 
 
 def unit_text(config: DPConfig) -> str:
-    """The certificate's wording of the unit."""
-    if config.unit == "document":
-        return ("one document (all its sentence pairs together; the documents file "
-                "says which pair belongs to which)")
-    if config.dedup:
-        return "one distinct training sentence pair (duplicates removed with --dedup)"
-    return ("one training sentence pair (a pair repeated k times in the data is "
-            "protected only as a group of k: use --dedup)")
+    """The certificate's wording of the unit (one text per unit key)."""
+    return accounting.TRAINING_UNIT_TEXT[config.unit_key]
 
 
 def certificate(config: DPConfig, job: FineTuneJob, plan: NoisePlan, setup: ModelSetup,
@@ -119,7 +114,8 @@ def certificate(config: DPConfig, job: FineTuneJob, plan: NoisePlan, setup: Mode
                 "target_epsilon": config.target_epsilon,
                 "calibration": accounting.calibration_record(config.accountant,
                                                              config.target_epsilon),
-                "randomness": seed.public_record()}
+                "randomness": seed.public_record(),
+                "outside_epsilon": list(accounting.OUTSIDE_TRAINING)}
     if config.public_train:
         training["public_data"] = public_data_record(config, job)
     eps, eps_all, parts = accounting.certify_training(training)

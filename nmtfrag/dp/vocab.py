@@ -44,7 +44,7 @@ from ..fileio import (OWNER_DIR, atomic_writer, prepare_output_dir, remove_empty
 from ..randomness import Seed, resolve_seed
 from ..data.tokenize import to_tokens
 from . import cert_files
-from .accounting import unit_key
+from .accounting import OUTSIDE_VOCABULARY, unit_key
 from .histogram import noisy_threshold, tail_probability, threshold, unit_counts
 
 __all__ = ["threshold", "tail_probability", "noisy_threshold", "dp_vocabulary",
@@ -191,7 +191,8 @@ def dp_vocabulary(pairs: Iterable[tuple[Sequence[str], Sequence[str]]], sigma: f
                     "unit_key": unit_key(dedup=dedup),
                     "neighbouring": "add/remove one unit; the number of units is "
                                     "not shipped",
-                    "randomness": seed.public_record()},
+                    "randomness": seed.public_record(),
+                    "outside_epsilon": list(OUTSIDE_VOCABULARY)},
     }
 
 

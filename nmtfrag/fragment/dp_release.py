@@ -34,6 +34,7 @@ from ..limits import MAX_UNIT_CAP
 from ..randomness import Seed
 from .release import CollectorRecords, ReleaseWriter
 from ..dp import histogram
+from ..dp.accounting import OUTSIDE_RELEASE, RELEASE_UNIT_TEXT
 
 if TYPE_CHECKING:
     import numpy as np
@@ -95,8 +96,7 @@ def certificate(params: DPReleaseParams, sigma: float, thr: float,
                       "threshold (Gopi et al. 2020; Hoory et al. 2021)"),
         "weights": params.weights, "sensitivity": 1.0 if policy else math.sqrt(params.cap),
         "cutoff": thr + params.cutoff_sigmas * sigma if policy else None,
-        "unit": ("one sentence pair (a pair repeated k times in the corpus is protected "
-                 "only as a group of k)" if params.unit == "sentence" else "one document"),
+        "unit": RELEASE_UNIT_TEXT[params.unit],
         "unit_key": params.unit,
         "neighbouring": "add/remove one unit; the number of units is not shipped",
         "epsilon": eps, "delta": params.delta, "delta_gauss": half,
@@ -104,6 +104,7 @@ def certificate(params: DPReleaseParams, sigma: float, thr: float,
         "single_unit_pass_probability": (None if policy else
                                          histogram.tail_probability(sigma, thr)),
         "repeat": params.repeat, "randomness": randomness,
+        "outside_epsilon": list(OUTSIDE_RELEASE),
     }
     return {"release": release,
             "total": {"epsilon": eps, "delta": params.delta,

@@ -39,6 +39,13 @@ def outputs(tmp_path_factory, public_align_model):
 
     finetune("rate", "--sample-rate", "0.2", "--noise-multiplier", "1.0", "--seed", "4")
     finetune("batch", "--logical-batch", "32", "--target-epsilon", "8")
+    # honest certificates of every unit and rate plan the checks must let through
+    finetune("rate8", "--sample-rate", "0.2", "--target-epsilon", "8")
+    finetune("sched", "--batch-schedule", "16:0,32:1", "--target-epsilon", "8")
+    finetune("dedup", "--sample-rate", "0.2", "--target-epsilon", "8", "--dedup")
+    (root / "docs.txt").write_text("".join(f"d{i % 120}\n" for i in range(150)))
+    finetune("doc", "--sample-rate", "0.2", "--target-epsilon", "8", "--privacy-unit",
+             "document", "--documents", str(root / "docs.txt"), "--allow-few-units")
     finetune("sim", "--logical-batch", "32", "--target-epsilon", "8",
              "--dp-simulate-batch", "8")
     assert main(["vocab", "--dp", "--src", str(root / "train.de"), "--tgt",
@@ -58,14 +65,15 @@ def _privacy(path, capsys, *extra):
     return rc, capsys.readouterr()
 
 
-@pytest.mark.parametrize("name", ["rate", "batch", "voc", "rel"])
+@pytest.mark.parametrize("name", ["rate", "batch", "voc", "rel", "rate8", "sched", "dedup",
+                                  "doc"])
 def test_untouched_certificates_pass(outputs, capsys, name):
     rc, cap = _privacy(outputs / name, capsys)
     assert rc == 0, cap.err
     assert "total      ε = " in cap.out and not cap.err
     rc, cap = _privacy(outputs / name, capsys, "--json")
     out = json.loads(cap.out)
-    assert rc == 0 and out["private"] is (name in ("batch", "rel"))
+    assert rc == 0 and out["private"] is (name not in ("rate", "voc"))
 
 
 @pytest.mark.parametrize("name", ["rate", "voc"])
@@ -184,6 +192,102 @@ def _claim_secret(c):
                                    "note": "drawn from the operating system"}
 
 
+def _params_too(edit_cert, **params):
+    """A consistent forgery: both copies of the certificate and manifest.params."""
+    def run(d):
+        _both(edit_cert)(d)
+        _edit_json(d / "manifest.json", lambda m: m["params"].update(params))
+    return run
+
+
+def _recertified(edit):
+    """`edit` the training entry, then recompute every ε the checks recompute (the
+    training's, its parts, the total), in both copies: a forger's consistent rewrite."""
+    from nmtfrag.dp import accounting
+
+    def full(c):
+        t = c["training"]
+        edit(t)
+        eps, eps_all, parts = accounting.certify_training(t)
+        t.update(epsilon=eps, epsilon_all_accountants=eps_all)
+        t["composition"]["parts"] = parts
+        c["total"] = accounting.compose_certificate(t, c["vocabulary"],
+                                                    c["earlier_training"], training_eps=eps)
+    return full
+
+
+def _one_step(t):
+    t["steps"] = 1
+    t["history"][1][2] = 1
+
+
+def _quarter_rates(t):
+    for h in t["history"][1:]:
+        h[1] /= 4
+    from nmtfrag.dp import accounting
+
+    t["composition"]["epsilon_train_bound"] = accounting.epsilon(
+        t["history"][1:], t["composition"]["delta_train"], t["accountant"])
+
+
+def _duplicated_key(d):
+    text = (d / "privacy.json").read_text()
+    (d / "privacy.json").write_text(text.replace('"total": {', '"total": {"epsilon": 0.5, ',
+                                                 1))
+
+
+BOUND = [
+    # issue 44: the unit, the files, the plan and malformed fields
+    ("model unit_key → document", "rate8", _both(_set("training", "unit_key", "document")),
+     ["training.privacy_unit", "disagree"]),
+    ("model unit_key → distinct-sentence", "rate8",
+     _both(_set("training", "unit_key", "distinct-sentence")),
+     ["training.unit is not the text of its unit_key"]),
+    ("model unit, all three fields → document", "rate8", _both(lambda c: c["training"].update(
+        unit_key="document", privacy_unit="document",
+        unit="one document (all its sentence pairs together; the documents file says "
+             "which pair belongs to which)")), ["is not the unit of manifest.params"]),
+    ("release unit_key → document", "rel", _both(_set("release", "unit_key", "document")),
+     ["release.unit is not the text of its unit_key"]),
+    ("release unit text edited", "rel", _both(_set("release", "unit", "one document")),
+     ["release.unit is not the text"]),
+    ("release unit, both fields → document", "rel", _both(lambda c: c["release"].update(
+        unit_key="document", unit="one document")), ["manifest.params.dp.unit"]),
+    ("vocabulary unit_key → distinct-sentence", "voc",
+     _vocab_both(_set("unit_key", "distinct-sentence")), ["manifest.params.dedup"]),
+    ("vocabulary unit text edited", "voc", _vocab_both(_set("unit", "one document")),
+     ["manifest.params.dedup"]),
+    ("vocabulary unit_key → document", "voc", _vocab_both(_set("unit_key", "document")),
+     ["vocabulary.unit_key is 'document'"]),
+    ("steps and history 2 → 1, ε recomputed", "rate8",
+     lambda d: (_both(_recertified(_one_step))(d),
+                _edit_json(d / "manifest.json", lambda m: m["params"].update(steps=1))),
+     ["training.noise_multiplier", "calibrates"]),
+    ("every q divided by 4, the bound lowered", "batch", _both(_recertified(_quarter_rates)),
+     ["training.history", "planning_count"]),
+    ("planning count 1e9", "batch",
+     _both(_set("training", "unit_count", "planning_count", 1e9)),
+     ["training.delta 0.001 is not below 1/ñ = 1/1e+09"]),
+    ("model δ 0.2", "rate", _params_too(_set("training", "delta", 0.2), delta=0.2),
+     ["training.delta is 0.2, outside (0, 0.01]"]),
+    ("max_grad_norm −1", "rate8", _params_too(_set("training", "max_grad_norm", -1.0),
+                                             max_grad_norm=-1.0),
+     ["training.max_grad_norm is -1.0, not positive"]),
+    ("target_epsilon Infinity", "rate8",
+     _params_too(_set("training", "target_epsilon", float("inf")),
+                 target_epsilon=float("inf")), ["training.target_epsilon is inf"]),
+    ("calibration claims another ε", "rate8",
+     _both(_set("training", "calibration", "by",
+                "calibrated to ε ≤ 1 with PRV, the upper end of its ε estimate")),
+     ["training.calibration"]),
+    ("an extra key", "rate8", _both(_set("total", "epsilon_headline", 0.1)),
+     ["total.epsilon_headline is not a field"]),
+    ("a duplicated key", "rate8", _duplicated_key, ["'epsilon' appears twice"]),
+    ("a phrase file replaced", "rel",
+     lambda d: (d / "phrases.en").write_text("the whole sentence\n"),
+     ["phrases.en: not the file the certificate certifies"]),
+]
+
 TAMPERED = [
     # (case, output, edit, words the error line must hold)
     ("forged ε (both copies)", "rate", _both(_forged_epsilon),
@@ -224,7 +328,7 @@ TAMPERED = [
     ("vocabulary forged ε", "voc", _vocab_both(_set("epsilon", 0.1)),
      ["vocabulary.epsilon is 0.1"]),
     ("release δ changed", "rel", _both(_set("release", "delta", 0.5)),
-     ["release.delta_gauss"]),
+     ["release.delta is 0.5, outside (0, 0.01]"]),
     ("release forged ε", "rel", _both(lambda c: (c["release"].update(epsilon=1.0),
                                                 c["total"].update(epsilon=1.0))),
      ["release.epsilon is 1.0"]),
@@ -244,6 +348,9 @@ TAMPERED = [
 ]
 
 
+TAMPERED += BOUND
+
+
 @pytest.mark.parametrize("case,name,edit,words", TAMPERED, ids=[c[0] for c in TAMPERED])
 def test_a_tampered_certificate_is_refused(outputs, tmp_path, capsys, case, name, edit,
                                            words):
@@ -258,3 +365,41 @@ def test_a_tampered_certificate_is_refused(outputs, tmp_path, capsys, case, name
         assert "Traceback" not in cap.err and not cap.out, case
         for w in words:
             assert w in err[0], (case, err[0])
+
+
+@pytest.mark.parametrize("source,target", [("batch", "rate8"), ("rate8", "base")])
+def test_a_certificate_copied_into_another_model_is_refused_naming_the_file(
+        outputs, tmp_path, capsys, source, target):
+    """privacy.json + manifest.json of one DP model copied into another DP model, or into
+    the non-DP base model: the files there are not the certified ones."""
+    d = tmp_path / target
+    shutil.copytree(outputs / target, d)
+    for f in ("privacy.json", "manifest.json"):
+        shutil.copy(outputs / source / f, d / f)
+    rc, cap = _privacy(d, capsys)
+    err = cap.err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "model.pt: not the file the certificate certifies" \
+        in err[0], cap.err
+
+
+def test_a_release_certificate_forged_for_epsilon_16_under_an_asked_8_is_refused():
+    """Model-free: a release certificate rewritten consistently for ε 16 (σ, threshold,
+    pass probability, total) under a manifest that asked for ε 8."""
+    from nmtfrag.dp import cert_check
+    from nmtfrag.fragment.dp_release import DPReleaseParams, calibrate, certificate
+    from nmtfrag.randomness import Seed
+
+    randomness = Seed(1, reproducible=False).public_record()
+
+    def pair(asked, made):
+        params = DPReleaseParams(epsilon=made, delta=1e-4, cap=4)
+        cert = certificate(params, *calibrate(params), randomness)
+        cert["release"]["aligner"] = "public"
+        manifest = {"privacy": cert, "randomness": randomness, "params": {"dp": {
+            "epsilon": asked, "delta": 1e-4, "cap": 4, "unit": "sentence",
+            "repeat": "count", "weights": "count"}}}
+        return cert, manifest
+
+    assert cert_check.check_release(*pair(8, 8))["epsilon"] == pytest.approx(8, rel=1e-6)
+    with pytest.raises(cert_check.CertificateError, match="exceeds the ε asked for"):
+        cert_check.check_release(*pair(8, 16))
