@@ -62,29 +62,73 @@ def public_align_model(tmp_path_factory):
 
 
 # --- markers: a fast path for a change (`-m "not model and not subprocess"`) ---------
-# Read from each test module's own source, so a new test file is marked by what it does
-# without anyone remembering to: `model` builds or trains a model (the tiny fairseq
-# model, a toy model, a fine-tuning run), `subprocess` runs nmtfrag or a script as a child
-# process, `distributed` starts several torch.distributed processes.
+# Read from each test's own source, so a new test is marked by what it does without
+# anyone remembering to: `model` builds or trains a model (the tiny fairseq model, a toy
+# model, a fine-tuning run), `subprocess` runs nmtfrag or a script as a child process,
+# `distributed` starts several torch.distributed processes. A test's source is its
+# function, the fixtures it requests (and theirs) and the module's functions it calls
+# (and theirs): so a model-free test in a module that also trains runs on the fast
+# path, and a test that trains through a helper does not.
 MARKER_SIGNS = {
     "model": ("tiny_model_dir", "make_tiny_model_dir", "train_toy_model", "public_align_model",
-              "finetune(", "dp_finetune("),
+              "finetune(", "dp_finetune(", '["finetune"', "['finetune'"),
     "subprocess": ("subprocess.", "Popen("),
     "distributed": ("torch.distributed", "mp.spawn", "multiprocessing.spawn"),
 }
 
 
 def module_markers(source):
-    """The markers a test module's source earns (nmtfrag's MARKER_SIGNS)."""
+    """The markers a piece of test source earns (nmtfrag's MARKER_SIGNS)."""
     return [name for name, signs in MARKER_SIGNS.items() if any(s in source for s in signs)]
 
 
+def _source(obj):
+    import inspect
+
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return ""
+
+
+def test_source(item):
+    """The source a test runs: its function, its fixtures' (transitively) and the module
+    functions its code names (transitively)."""
+    import inspect
+    import re
+
+    module = getattr(item, "module", None)
+    seen_code, seen_fix, parts = set(), set(), []
+    todo = [getattr(item, "function", None)]
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}) or {}
+    fixtures = list(getattr(item, "fixturenames", ()))
+    while todo or fixtures:
+        if fixtures:
+            name = fixtures.pop()
+            if name in seen_fix or name not in defs:
+                continue
+            seen_fix.add(name)
+            fdef = defs[name][-1]
+            todo.append(fdef.func)
+            fixtures += [a for a in getattr(fdef, "argnames", ()) if a not in seen_fix]
+            continue
+        fn = todo.pop()
+        if fn is None or fn in seen_code:
+            continue
+        seen_code.add(fn)
+        src = _source(fn)
+        parts.append(src)
+        if module is None:
+            continue
+        for word in set(re.findall(r"\b[A-Za-z_]\w*\b", src)):
+            obj = getattr(module, word, None)
+            if inspect.isfunction(obj) and getattr(obj, "__module__", None) == \
+                    module.__name__:
+                todo.append(obj)
+    return "\n".join(parts)
+
+
 def pytest_collection_modifyitems(config, items):
-    seen = {}
     for item in items:
-        path = str(item.fspath)
-        if path not in seen:
-            with open(path, encoding="utf-8") as f:
-                seen[path] = module_markers(f.read())
-        for name in seen[path]:
+        for name in module_markers(test_source(item)):
             item.add_marker(getattr(pytest.mark, name))

@@ -119,7 +119,11 @@ def readme_examples():
         if line.startswith("| [`"):
             example = line.rstrip(" |").rsplit("| `", 1)[1].rstrip("`")
             example = example.replace("\\|", "|").rsplit("| ", 1)[-1]
-            found.append(example)
+            # leading VAR=value assignments (MODELS=… DATA=… nmtfrag study run …)
+            words = shlex.split(example)
+            while words and "=" in words[0] and not words[0].startswith("-"):
+                words.pop(0)
+            found.append(shlex.join(words))
     return found
 
 

@@ -142,6 +142,13 @@ CASES = [
          "nul.de line 2", out=None),
     Case("translate-max-len-a-nan", "translate --model {d}/fakemodel --max-len-a nan",
          "--max-len-a", out=None),
+    # length-penalty
+    Case("lenpen-candidates-text", "length-penalty --model {d}/fakemodel --src {d}/good.de "
+         "--ref {d}/good.en --out {d}/OUT --candidates 1,x", "--candidates"),
+    Case("lenpen-candidates-0", "length-penalty --model {d}/fakemodel --src {d}/good.de "
+         "--ref {d}/good.en --out {d}/OUT --candidates 0", "--candidates"),
+    Case("lenpen-from-nothing", EV + " --model {d}/fakemodel --lenpen-from {d}",
+         "--lenpen-from"),
     # privacy
     Case("privacy-no-such-dir", "privacy {d}/nonexistent", "no such directory", out=None),
     Case("privacy-file-not-dir", "privacy {d}/good.de", "not a directory", out=None),

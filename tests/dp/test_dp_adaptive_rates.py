@@ -85,11 +85,18 @@ def test_sample_rate_mode_is_rdp_composition_of_a_fixed_curve(corpus, capsys):
         [(unit_count.COUNT_NOISE, 1.0, 1), (1.5, 0.2, 2)], DELTA, "prv"), rel=1e-12)
 
 
-def test_logical_batch_mode_is_basic_composition_with_a_budget_fixed_in_advance(
-        corpus, capsys):
+@pytest.fixture(scope="module")
+def batch_run(corpus):
+    """The logical-batch run, made once for the tests that read it (whichever runs)."""
     root, base = corpus
     assert _finetune(root, base, "batch", "--logical-batch", "20", "--dp-steps", "3",
                      "--target-epsilon", "2") == 0
+    return root / "batch"
+
+
+def test_logical_batch_mode_is_basic_composition_with_a_budget_fixed_in_advance(
+        corpus, batch_run, capsys):
+    root, base = corpus
     t = json.loads((root / "batch" / "privacy.json").read_text())["training"]
     comp = t["composition"]
     assert comp["kind"] == "basic" and "basic composition" in comp["why"]
@@ -119,14 +126,11 @@ def test_logical_batch_mode_is_basic_composition_with_a_budget_fixed_in_advance(
     assert "bound fixed in advance" in text
 
 
-def test_a_tampered_basic_certificate_is_refused(corpus, tmp_path, capsys):
+def test_a_tampered_basic_certificate_is_refused(batch_run, tmp_path, capsys):
     """ε_train above the recorded bound is no proof: `nmtfrag privacy` refuses it."""
     import shutil
 
-    root, _ = corpus
-    if not (root / "batch" / "privacy.json").exists():
-        pytest.skip("needs the logical-batch run")
-    shutil.copytree(root / "batch", tmp_path / "bad")
+    shutil.copytree(batch_run, tmp_path / "bad")
     cert = json.loads((tmp_path / "bad" / "privacy.json").read_text())
     cert["training"]["composition"]["epsilon_train_bound"] = 0.01
     (tmp_path / "bad" / "privacy.json").write_text(json.dumps(cert))
