@@ -79,3 +79,25 @@ def write_model(directory, training, vocabulary=None, earlier=()):
     (directory / "privacy.json").write_text(json.dumps(cert))
     (directory / "manifest.json").write_text(json.dumps(manifest))
     return cert
+
+
+def write_release(directory, epsilon=8.0, delta=1e-5, cap=4, seeded=False):
+    """A DP release directory as `extract --dp` writes it: phrase files, privacy.json
+    bound to them, and the manifest that carries its copy and the asked parameters."""
+    from nmtfrag.fragment.dp_release import DPReleaseParams, calibrate, certificate
+
+    params = DPReleaseParams(epsilon=epsilon, delta=delta, cap=cap)
+    randomness = Seed(1, reproducible=seeded).public_record()
+    cert = certificate(params, *calibrate(params), randomness)
+    cert["release"]["aligner"] = "a public alignment model"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "phrases.de").write_text("<P> das haus </P>\n")
+    (directory / "phrases.en").write_text("<P> the house </P>\n")
+    cert_files.bind(cert, str(directory))
+    manifest = {"kind": "nmtfrag-release", "files": {"src": "phrases.de", "tgt": "phrases.en"},
+                "randomness": randomness, "privacy": cert,
+                "params": {"dp": {"epsilon": epsilon, "delta": delta, "cap": cap,
+                                  "unit": "sentence", "repeat": "count", "weights": "count"}}}
+    (directory / "privacy.json").write_text(json.dumps(cert))
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    return cert

@@ -303,9 +303,23 @@ def leakage_panels(rows: Sequence[dict]
     return [(label, pts) for label, pts in panels if any(m for _, m in pts.values())]
 
 
+def epsilon_text(row: dict) -> str:
+    """A row's ε for a table: the guarantee, or the stated ε with the mark that says why
+    it is none (seeded, chosen on private data, …), or –."""
+    if row.get("epsilon") is not None:
+        return f"{row['epsilon']:.3g}"
+    if row.get("epsilon_stated") is not None and row.get("epsilon_labels"):
+        marks = "; ".join(label.split(":")[0] for label in row["epsilon_labels"])
+        return f"({row['epsilon_stated']:.3g}: {marks})"
+    return "–"
+
+
 def point_label(row: dict) -> str:
-    """A point's label: the run's name, and its ε where it has a guarantee."""
+    """A point's label: the run's name, and its ε where it has a guarantee (a stated ε
+    that is none says so)."""
     eps = row.get("epsilon")
+    if eps is None and row.get("epsilon_stated") is not None and row.get("epsilon_labels"):
+        return row["name"] + f" (ε={row['epsilon_stated']:.3g}, no guarantee)"
     return row["name"] + ("" if eps is None else f" (ε={eps:.3g})")
 
 
@@ -529,7 +543,7 @@ def render_markdown(title: str, rows: Sequence[dict]) -> str:
         rec = r.get("reconstruction") or {}
         cells = [r["name"], r.get("approach", ""), or_dash(r.get("bleu")) + _mark(r.get("p_bleu")),
                  or_dash(r.get("chrf"), "{:.1f}") + _mark(r.get("p_chrf")),
-                 or_dash(r.get("length_ratio"), "{:.2f}"), or_dash(r.get("epsilon"), "{:.3g}")]
+                 or_dash(r.get("length_ratio"), "{:.2f}"), epsilon_text(r)]
         if repeats:
             cells += [or_dash(ex[str(k)]["exposure_mean"]) if str(k) in ex else "–"
                       for k in repeats] + [extracted]

@@ -162,6 +162,9 @@ class StudyConfig:
         raise KeyError(name)
 
     reference: str = ""   # the full-sentence cell every share is of (default: the first)
+    # the base model was trained on the owner's data ([model] owner_data): every ε's
+    # "outside" names it (the demo's toy model is)
+    model_on_owner_data: bool = False
 
     @property
     def full_sentence_cell(self) -> str | None:
@@ -248,7 +251,7 @@ def parse_config(raw: dict[str, Any], path: str,
     w = _Where(path, recorded)
     _unknown(w, "", raw, _TOP)
     model = _table(w, raw, "model")
-    _unknown(w, "[model] ", model, {"dir", "checkpoint"})
+    _unknown(w, "[model] ", model, {"dir", "checkpoint", "owner_data"})
     data_t = _table(w, raw, "data")
     _unknown(w, "[data] ", data_t, {f.name for f in Data.__dataclass_fields__.values()})
     for key in ("train", "valid", "test"):
@@ -295,6 +298,8 @@ def parse_config(raw: dict[str, Any], path: str,
                        seed=seed, model=model_dir, checkpoint=checkpoint, data=data,
                        decode=decode, training=training, audit=audit, machine=machine,
                        cells=cells, reference=reference,
+                       model_on_owner_data=_typed(w, "[model] owner_data",
+                                                  model.get("owner_data", False), "bool"),
                        variables=tuple(sorted(w.used.items())))
 
 

@@ -25,6 +25,7 @@ from ..fileio import atomic_writer, read_json, write_json
 from ..train.finetune import ended_at_cap
 from . import data_size, length, public_section, release_secrets, runs_section
 from .public_section import public_figures
+from .privacy_figures import privacy_figures
 from .config import BASELINE, RELEASE_APPROACHES, Cell, StudyConfig
 from .machine import machine_text, read_machines
 from .plan import (EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEASE, Paths,
@@ -176,72 +177,6 @@ def _dp_rates(log: str) -> list[float]:
         return []
     with open(log, encoding="utf-8") as f:
         return [json.loads(ln)["sample_rate"] for ln in f if ln.strip()]
-
-
-def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, Any]:
-    """ε and its label: what the guarantee is, or why the number is none."""
-    if name == BASELINE:
-        return {"privacy": "no owner data used", "epsilon": 0.0}
-    cell = config.cell(name)
-    if cell.approach in ("phrases", "sentences"):
-        return {"privacy": "none (no formal guarantee)", "epsilon": None}
-    src = RELEASE if cell.approach == "dp-release" else FINETUNE
-    cert = _json(os.path.join(paths.step(name, src), "privacy.json"))
-    man = _json(os.path.join(paths.step(name, src), "manifest.json")) or {}
-    detail: dict[str, Any] = {}
-    sgd = cell.approach in ("dp-sgd", "dp-composed")
-    if sgd and cert:
-        t = cert.get("training") or {}
-        detail = {"sigma": t.get("noise_multiplier"), "dp_steps": t.get("steps"),
-                  "epsilon_by_accountant": t.get("epsilon_all_accountants")}
-    if sgd:
-        detail.update(_dp_step_means(os.path.join(paths.step(name, src), "owner",
-                                                  "train.log")))
-    labels, outside = [], []
-    eps = delta = None
-    if cert:
-        tot = cert.get("total", cert)
-        eps, delta = tot.get("epsilon"), tot.get("delta")
-        if (cert.get("randomness") or man.get("randomness") or {}).get("private") is False:
-            labels.append("seeded: not private")
-    elif man.get("not_private"):
-        labels.append(f"{man['not_private'].get('mode', 'simulation')}: not private")
-    if cell.approach == "dp-sgd":
-        run = "its plan fixes the budget, no validation set is read"
-    elif cell.approach == "dp-composed":
-        run = ("fixed passes over the release, then DP-SGD's plan from that model; no "
-               "validation set read")
-    else:
-        run = "fixed passes over the release, the last checkpoint, no validation set read"
-    if cell.tuned_on == "private":
-        chosen = "hyperparameters" if sgd else "passes"
-        labels.append(f"{chosen} chosen on private data: ε does not cover the choice")
-        outside.append(f"the choice of its {chosen}, made on the owner's data; nothing of "
-                       f"the run itself ({run})")
-    else:
-        outside.append(f"nothing ({run})")
-    text = (f"(ε = {eps:.3g}, δ = {delta:g})" if eps is not None else "no certificate")
-    if cell.approach == "dp-release":
-        text += " of the release"
-    return {"privacy": "; ".join([text] + labels), "epsilon": eps if not labels else None,
-            "epsilon_stated": eps, "delta": delta, "private": bool(cert) and not labels,
-            "outside_epsilon": outside, **detail}
-
-
-def _dp_step_means(log: str) -> dict[str, Any]:
-    """Mean gradient signal-to-noise ratio and clipped share of a DP-SGD run's steps
-    (its owner-only per-step log): why a DP cell lands where it does."""
-    import json
-
-    if not os.path.isfile(log):
-        return {}
-    with open(log, encoding="utf-8") as f:
-        steps = [json.loads(ln) for ln in f if ln.strip()]
-    if not steps:
-        return {}
-    snr = [s["snr"] for s in steps if s.get("noise_norm", 0) > 0]
-    return {"snr_mean": sum(snr) / len(snr) if snr else None,
-            "clipped_share": sum(s["clipped_share"] for s in steps) / len(steps)}
 
 
 def paired_test(config: StudyConfig, paths: Paths, name: str, other: str,
@@ -426,18 +361,27 @@ def render_markdown(config: StudyConfig, rows: list[dict],
     lines += release_secrets.render(rows)
     sgd = [r for r in rows if "snr_mean" in r or "sigma" in r]
     if sgd:
-        lines += ["", "## DP-SGD cells", "", "| cell | ε (RDP / PRV) | σ | noisy steps | "
-                  "mean step SNR | clipped |", "|---|---:|---:|---:|---:|---:|"]
+        lines += ["", "## DP-SGD cells", "", "| cell | certified ε | label | training ε by "
+                  "accountant (RDP / PRV) | σ | noisy steps | mean step SNR | clipped |",
+                  "|---|---:|---|---:|---:|---:|---:|---:|"]
         for r in sgd:
             acc = r.get("epsilon_by_accountant") or {}
-            lines.append(f"| {r['name']} | {or_dash(acc.get('rdp'))} / "
-                         f"{or_dash(acc.get('prv'))} | {or_dash(r.get('sigma'), '{:.3f}')} | "
+            basic = " (realised, basic composition)" if r.get(
+                "composition_kind") == "basic" else ""
+            lines.append(f"| {r['name']} | {or_dash(r.get('epsilon_stated'), '{:.3g}')} | "
+                         f"{'; '.join(r.get('epsilon_labels') or []) or 'a guarantee'} | "
+                         f"{or_dash(acc.get('rdp'))} / {or_dash(acc.get('prv'))}{basic} | "
+                         f"{or_dash(r.get('sigma'), '{:.3f}')} | "
                          f"{or_dash(r.get('dp_steps'), '{}')} | "
                          f"{or_dash(r.get('snr_mean'), '{:.3f}')} | "
                          f"{or_dash(r.get('clipped_share'), '{:.0%}')} |")
-        lines += ["", "Mean step SNR: the norm of the clipped gradient sum over the noise's, "
-                  "averaged over steps (Anil et al. 2021); a simulation or control shows its "
-                  "own noise.", ""]
+        lines += ["", "Certified ε: the total the checked certificate states (`nmtfrag "
+                  "privacy`), with its label wherever it is no guarantee. Training ε by "
+                  "accountant: the training part alone as each accountant computes it (under "
+                  "basic composition the realised value, below the bound fixed in advance "
+                  "that the certificate adds). Mean step SNR: the norm of the clipped gradient "
+                  "sum over the noise's, averaged over steps (Anil et al. 2021); a simulation "
+                  "or control shows its own noise.", ""]
     dp = [r for r in rows if r.get("outside_epsilon")]
     if dp:
         lines += ["", "## What each ε covers", ""]
