@@ -29,6 +29,7 @@ for the runs with a DP guarantee — DP fine-tuning or a DP release — with the
 """
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -191,12 +192,15 @@ def collect(spec: dict, base: str) -> tuple[list[dict], dict[str, str]]:
                         row["release_contents"] = rep["release"]["contents"]
                 elif field == "exposure":
                     row["exposure"] = rep["summary_by_repeats"]
+                    row["exposure_samples"] = (rep.get("params") or {}).get("samples")
                     row["exposure_canaries"] = exposure_stats.canaries_by_repeats(rep)
                     row["exposure_canary_set"] = exposure_stats.canary_set_digest(rep)
                 elif field == "membership":
                     by_repeats = rep.get("by_repeats") or {}
                     once = by_repeats.get("once") or {}
                     row["membership"] = {"auc": rep["auc"],
+                                         "members": rep.get("members"),
+                                         "non_members": rep.get("non_members"),
                                          "tpr_at_1pct_fpr": rep["tpr_at_1pct_fpr"],
                                          "auc_once": once.get("auc"),
                                          "auc_repeated":
@@ -250,6 +254,9 @@ def gain_shares(rows: Sequence[dict]
     b, gain = base["bleu"], full["bleu"] - base["bleu"]
     if gain <= 0 or (full.get("p_bleu") is not None and full["p_bleu"] >= 0.05):
         return None
+    if full.get("bleu_mean") is not None and full.get("bleu_ci95") is not None and \
+            full["bleu_mean"] - full["bleu_ci95"] <= b:
+        return None  # the reference's own interval reaches the baseline: a share of noise
     out = {}
     for r in rows:
         if r.get("bleu") is None:
@@ -488,12 +495,29 @@ def place_labels(ax: Axes, items: Sequence[LabelledPoint], renderer: RendererBas
             unplaced.append(text)
             continue
         placed.append(box)
-        if (dx * dx + dy * dy) ** 0.5 > LABEL_RADII[0] + 1:  # beyond the first ring
+        # a leader line beyond the first ring, and wherever another point lies as near
+        # the label as its own (a label must not be read as another point's)
+        if (dx * dx + dy * dy) ** 0.5 > LABEL_RADII[0] + 1 or not nearest_is_own(
+                box, pts, k):
             tx, ty = ax.transData.inverted().transform(
                 (min(max(pts[k][0], box.x0), box.x1), min(max(pts[k][1], box.y0), box.y1)))
             ax.plot([x, tx], [y, ty], color="dimgrey", linewidth=0.7, zorder=4)
     if unplaced:
         ax.set_title("no room to label: " + ", ".join(unplaced), fontsize=7)
+
+
+def _box_distance(box: Any, px: float, py: float) -> float:
+    dx = max(box.x0 - px, 0.0, px - box.x1)
+    dy = max(box.y0 - py, 0.0, py - box.y1)
+    return (dx * dx + dy * dy) ** 0.5
+
+
+def nearest_is_own(box: Any, pts: Sequence[Any], k: int, margin: float = 1.25) -> bool:
+    """Whether label `box` is clearly nearer its own point k than any other point (the
+    others at least `margin` times as far)."""
+    own = _box_distance(box, *pts[k])
+    return all(_box_distance(box, *p) > margin * own + 1.0
+               for i, p in enumerate(pts) if i != k)
 
 
 def frontier(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -631,14 +655,18 @@ def table_notes(rows: Sequence[dict]) -> list[str]:
     base, full = reference_rows(rows)
     if base is not None and base.get("length_ratio") is not None:
         b = base["length_ratio"]
-        short = [r for r in rows if r is not base and r.get("length_ratio") is not None
-                 and r["length_ratio"] < b - LENGTH_DROP]
-        notes.append(
-            (f"Output shorter than the baseline's (length ratio more than {LENGTH_DROP} "
-             f"below its {b:.2f}): " + ", ".join(f"{r['name']} ({r['length_ratio']:.2f})"
-                                                for r in short) + ".") if short else
-            f"No cell's length ratio is more than {LENGTH_DROP} below the baseline's "
-            f"({b:.2f}).")
+        ratios = [r for r in rows if r is not base and r.get("length_ratio") is not None]
+        short = [r for r in ratios if r["length_ratio"] < b - LENGTH_DROP]
+        long = [r for r in ratios if r["length_ratio"] > b + LENGTH_DROP]
+        for which, these in (("shorter", short), ("longer", long)):
+            if these:
+                notes.append(f"Output {which} than the baseline's (length ratio more than "
+                             f"{LENGTH_DROP} {'below' if which == 'shorter' else 'above'} "
+                             f"its {b:.2f}): " + ", ".join(
+                                 f"{r['name']} ({r['length_ratio']:.2f})" for r in these) + ".")
+        if not short and not long:
+            notes.append(f"No cell's length ratio is more than {LENGTH_DROP} off the "
+                         f"baseline's ({b:.2f}).")
     better = [r["name"] for r in rows if r.get("p_bleu") is not None and r["p_bleu"] < 0.05
               and base is not None and r["bleu"] > base["bleu"]]
     worse = [r["name"] for r in rows if r.get("p_bleu") is not None and r["p_bleu"] < 0.05
@@ -660,7 +688,14 @@ def table_notes(rows: Sequence[dict]) -> list[str]:
         notes.append(f"Full sentences ({full['name']}) gained nothing measurable over the "
                      f"baseline ({full['bleu'] - base['bleu']:+.2f} BLEU"
                      + (f", p = {full['p_bleu']:.3f}" if full.get("p_bleu") is not None
-                        else "") + "): no share of gain is shown.")
+                        else "")
+                     + (f"; its 95% interval reaches the baseline" if
+                        full.get("bleu_ci95") is not None else "")
+                     + "): no share of gain is shown, neither the cells' nor its own.")
+    elif base is not None and full is None and len(rows) > 1:
+        notes.append("No full-sentence cell has been evaluated: the share of the "
+                     "full-sentence gain cannot be computed, so every share is –.")
+    notes += membership_noise_notes(rows)
     order = common_ngram_order(rows)
     rebuilt = [f"{r['name']} {_pct(r['reconstruction']['tgt_ngrams_by_order'][str(order)])}"
                for r in rows if str(order) in
@@ -678,11 +713,63 @@ def table_notes(rows: Sequence[dict]) -> list[str]:
                          + (f"{m['auc_repeated']:.3f}; " if m.get("auc_repeated") is not None
                             else "") + f"{m['auc']:.3f})" for n, m in held_once) + ".")
     notes += exposure_notes(rows, full)
+    notes += exposure_floor_notes(rows)
     leaked = [r["name"] for r in rows if any(
         v.get("extracted") for k, v in (r.get("exposure") or {}).items() if int(k) > 0)]
     if leaked:
         notes.append("A planted canary's secret is output verbatim by: "
                      + ", ".join(leaked) + ".")
+    return notes
+
+
+def exposure_floor_notes(rows: Sequence[dict]) -> list[str]:
+    """Runs whose never-planted canaries (r=0, the noise floor) show as much exposure as
+    planted ones: with S sampled secrets per canary the estimate resolves about log₂ S
+    bits, and such differences are noise, not leakage or protection."""
+    noisy = []
+    for r in rows:
+        ex = r.get("exposure") or {}
+        floor = (ex.get("0") or {}).get("exposure_mean")
+        planted = {k: v["exposure_mean"] for k, v in ex.items()
+                   if int(k) > 0 and v.get("exposure_mean") is not None}
+        below = [k for k, v in planted.items() if floor is not None and v <= floor]
+        if below:
+            s = r.get("exposure_samples")
+            noisy.append(f"{r['name']} (r=0: {floor:.2f} bits ≥ r={', r='.join(sorted(below, key=int))}"
+                         + (f"; {s} samples, about {math.log2(s):.1f} bits resolved"
+                            if s else "") + ")")
+    if not noisy:
+        return []
+    return ["Canaries never planted (r=0, the noise floor) as exposed as planted ones: "
+            + ", ".join(noisy) + ": those planted exposures are noise at this sample size."]
+
+
+def membership_noise_notes(rows: Sequence[dict]) -> list[str]:
+    """Which membership AUCs are within sampling noise of chance (0.5), by the AUC's
+    standard error under no signal for their sample sizes (Hanley & McNeil 1982), and
+    which lie below chance: the attack then does worse than guessing (members harder than
+    non-members, or noise), which is no protection either."""
+    noise, below = [], []
+    for r in rows:
+        m = r.get("membership") or {}
+        n1, n0 = m.get("members"), m.get("non_members")
+        if m.get("auc") is None or not n1 or not n0:
+            continue
+        se = math.sqrt((n1 + n0 + 1) / (12 * n1 * n0))
+        text = f"{r['name']} {m['auc']:.3f} (n = {n1} + {n0}, ±{2 * se:.3f})"
+        if abs(m["auc"] - 0.5) < 2 * se:
+            noise.append(text)
+        elif m["auc"] < 0.5:
+            below.append(text)
+    notes = []
+    if noise:
+        notes.append("Membership AUC within sampling noise of chance (0.5 ± two standard "
+                     "errors under no signal, for its sample sizes): " + ", ".join(noise)
+                     + ": no evidence either way.")
+    if below:
+        notes.append("Membership AUC below chance beyond that noise: " + ", ".join(below)
+                     + ": the attack does worse than guessing (the members are harder for "
+                     "the model than the held-out pairs), which is no protection.")
     return notes
 
 

@@ -320,6 +320,7 @@ def render_markdown(config: StudyConfig, rows: list[dict],
                   + ".", ""]
     if not rows:
         return "\n".join(lines + ["No cell has been evaluated yet.", ""])
+    lines += [read_first(config, rows), ""]
     test_lines = {r.get("test_lines") for r in rows}
     sig = rows[0].get("bleu_signature")
     lines += [f"Test lines: {', '.join(str(t) for t in sorted(test_lines, key=str))} "
@@ -392,6 +393,26 @@ def render_markdown(config: StudyConfig, rows: list[dict],
     if pending:
         lines += ["", f"Not evaluated yet: {', '.join(pending)} (`nmtfrag study status`).", ""]
     return "\n".join(lines) + "\n"
+
+
+def read_first(config: StudyConfig, rows: list[dict]) -> str:
+    """The report's first paragraph: what to read first, and what it cannot show yet."""
+    text = ("**Read first:** the *Utility and cost* table: each cell's BLEU against the "
+            "baseline (`*`: p < 0.05) and the share of the full-sentence gain it keeps; "
+            "then its *privacy* column, which says what each ε guarantees or why it is no "
+            "guarantee; then *BLEU × what leaks × ε* for what each approach leaks. The "
+            "notes under the tables say which figures are within noise.")
+    full = config.full_sentence_cell
+    have = {r["name"] for r in rows}
+    if full is None:
+        text += (" This study has no full-sentence cell, so no share of the gain can be "
+                 "computed: every share is –.")
+    elif full not in have:
+        text += f" The full-sentence cell ({full}) is not evaluated yet: every share is –."
+    elif all(r.get("share_of_gain") is None for r in rows):
+        text += (" The full-sentence cell's gain is within noise: no share is shown (see "
+                 "the notes).")
+    return text
 
 
 def run_report(config: StudyConfig, out: str) -> str:

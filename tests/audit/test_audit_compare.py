@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from nmtfrag.audit.compare import compare_runs
+from nmtfrag.audit.compare import compare_runs, table_notes
 from nmtfrag.errors import InputError
 
 
@@ -147,9 +147,58 @@ def test_notes_are_computed_from_the_table(runs):
     noise = [rows[0], dict(rows[3], bleu=10.5, p_bleu=0.3)]
     assert any("gained nothing measurable over the baseline (+0.50 BLEU, p = 0.300)" in n
                for n in table_notes(noise))
+    # c's output is 30% too long: named like a too-short one
+    assert "Output longer than the baseline's (length ratio more than 0.05 above its " \
+        "1.00): c (1.30)." in table_notes(rows)
     rows[2]["length_ratio"] = rows[3]["length_ratio"] = 0.99
-    assert "No cell's length ratio is more than 0.05 below the baseline's (1.00)." in \
+    rows[4]["length_ratio"] = 1.02
+    assert "No cell's length ratio is more than 0.05 off the baseline's (1.00)." in \
         table_notes(rows)
+
+
+def test_membership_and_exposure_below_their_noise_floor_are_called_noise():
+    """An AUC of 0.42 on 50 + 50 pairs is within two standard errors of 0.5 (±0.116):
+    noise; 0.35 lies below chance beyond it: no protection either; planted canaries no
+    more exposed than never-planted ones at 50 samples are noise too; a real signal is
+    not called noise."""
+    rows = [{"name": "x", "membership": {"auc": 0.42, "members": 50, "non_members": 50},
+             "exposure": {"0": {"exposure_mean": 3.41}, "1": {"exposure_mean": 2.0},
+                          "5": {"exposure_mean": 9.0}}, "exposure_samples": 50},
+            {"name": "y", "membership": {"auc": 0.85, "members": 1000, "non_members": 1000},
+             "exposure": {"0": {"exposure_mean": 1.0}, "1": {"exposure_mean": 4.0}}}]
+    text = " ".join(table_notes(rows))
+    assert "within sampling noise of chance" in text and "x 0.420 (n = 50 + 50, ±0.116)" \
+        in text and "y 0.850" not in text
+    rows[0]["membership"]["auc"] = 0.35
+    assert "below chance beyond that noise: x 0.350" in " ".join(table_notes(rows))
+    assert "x (r=0: 3.41 bits ≥ r=1; 50 samples, about 5.6 bits resolved)" in text
+    assert "y (r=0" not in text
+
+
+def test_no_share_when_the_reference_gain_is_within_its_own_interval():
+    from nmtfrag.audit.compare import gain_shares
+
+    rows = [{"name": "baseline", "bleu": 10.0},
+            {"name": "sent", "bleu": 12.86, "p_bleu": 0.01, "bleu_mean": 12.0,
+             "bleu_ci95": 2.5},
+            {"name": "c", "bleu": 8.0, "p_bleu": 0.01}]
+    assert gain_shares(rows) is None
+    assert any("its 95% interval reaches the baseline" in n for n in table_notes(rows))
+    rows[1]["bleu_ci95"] = 1.0
+    assert gain_shares(rows)["c"][0] == pytest.approx(-2 / 2.86)
+
+
+def test_a_share_interval_comes_from_the_bootstrap_and_its_point_from_bleu():
+    """Where the bootstrap's mean differs from the BLEU, the share is (BLEU − base) /
+    gain and its interval (mean ± ci − base) / gain: neither end taken from the other."""
+    from nmtfrag.audit.compare import gain_shares
+
+    rows = [{"name": "baseline", "bleu": 10.0},
+            {"name": "sent", "bleu": 30.0, "p_bleu": 0.001},
+            {"name": "c", "bleu": 20.0, "p_bleu": 0.01, "bleu_mean": 21.0, "bleu_ci95": 1.0}]
+    share, low, high = gain_shares(rows)["c"]
+    assert share == pytest.approx(0.5)
+    assert low == pytest.approx(0.5) and high == pytest.approx(0.6)
 
 
 def test_cli(runs):

@@ -150,3 +150,16 @@ def test_an_older_membership_audit_is_marked_on_its_panel_only(tmp_path, monkeyp
     assert any("‡ an older membership audit" in t.get_text()
                for leg in fig.legends for t in leg.get_texts())
     plt.close(fig)
+
+
+def test_a_label_as_near_another_point_as_its_own_gets_a_leader_line():
+    """The membership panel's dp-sgd-1 label sat nearer the one-pass DP release's point
+    than its own: a label placed so must be tied to its point by a line."""
+    from matplotlib.transforms import Bbox
+
+    from nmtfrag.audit.compare import nearest_is_own
+
+    box = Bbox([[10, 10], [30, 14]])
+    assert nearest_is_own(box, [(8, 12), (60, 60)], 0)       # its own point right beside
+    assert not nearest_is_own(box, [(8, 12), (32, 12)], 0)   # another as near: ambiguous
+    assert not nearest_is_own(box, [(0, 12), (20, 16)], 0)   # another nearer
