@@ -18,7 +18,7 @@ import pytest
 from nmtfrag.cli import main
 from nmtfrag.errors import InputError
 from nmtfrag.fragment.extract import phrase_pairs
-from nmtfrag.fragment.public_align import DESCRIPTION, PublicAligner, learn_model
+from nmtfrag.fragment.public_align import DESCRIPTION, AlignParams, PublicAligner, learn_model
 from nmtfrag.data.tokenize import to_tokens
 
 DEMO = os.path.join(os.path.dirname(__file__), "..", "..", "corpora", "demo")
@@ -52,7 +52,9 @@ def toy_model(tmp_path_factory):
 
 
 def test_toy_model_links_translations_even_against_the_diagonal(toy_model):
-    aligner = PublicAligner(toy_model)
+    # a moderate diagonal (λ 8, p0 0.2): on 4-word toy sentences the default's stronger
+    # one (λ 16, chosen on newstest) would outweigh the toy lexicon
+    aligner = PublicAligner(toy_model, AlignParams(8.0, 0.2))
     # the nouns swap places: the lexicon, not the diagonal, must decide
     points = aligner.align(f"{DE[0]} und {DE[1]} .".split(), f"{EN[1]} and {EN[0]} .".split())
     assert points == [(0, 2), (1, 1), (2, 0), (3, 3)]
