@@ -8,13 +8,16 @@ noise is added to, nmtfrag.dp.sgd.DPSGD.take_clipped_sum) and S(D minus u) for e
 u, each batch rebuilt and run from scratch. Prints the largest ‖S(D) − S(D∖u)‖ (float64)
 and its ratio to C, which must be ≤ 1 (the Gaussian mechanism's noise N(0, σ²C²) is
 calibrated for it), and the smallest unclipped norm / C (> 1: clipping acted for every
-unit). Dropout is off (`without_dropout`). Then the float32 vs float64 norm of a random
+unit). Dropout is off (`without_dropout`). With --public-pairs N, N further pairs join
+every sum as public pairs (DPSGD.add_public: unclipped, noise-free) and the quantity is
+the update's numerator (take_update_numerator): removing one private unit must still move
+it by at most C. Then the float32 vs float64 norm of a random
 gradient of WMT19's embedding size (42,024 × 1,024), and what a float32 norm would make
 of one clipped contribution.
 
     python3 benchmarks/dp_sensitivity.py --model MODEL_DIR --corpus PREFIX (PREFIX.de/.en)
         [--dp-params all,all-noemb,lora,bias] [--clipping hooks,ghost] [--pairs 32]
-        [--max-grad-norm 0.5]
+        [--max-grad-norm 0.5] [--public-pairs 16]
 """
 import argparse
 import copy
@@ -43,10 +46,14 @@ def without_dropout(model):
     return model
 
 
-def clipped_sum(dp, ds, rows):
-    """S over `rows` of `ds`: the clipped per-pair gradients summed (float64), no noise."""
+def clipped_sum(dp, ds, rows, public=()):
+    """S over `rows` of `ds`: the clipped per-pair gradients summed (float64), no noise;
+    with `public` rows, plus their unclipped public sum (the update's numerator)."""
     dp.accumulate(ds.collater([ds[i] for i in rows]))
-    return dp.take_clipped_sum()
+    if not public:
+        return dp.take_clipped_sum()
+    dp.add_public(ds.collater([ds[i] for i in public]), weight=1.0)
+    return dp.take_update_numerator()
 
 
 def distance(a, b):
@@ -54,19 +61,22 @@ def distance(a, b):
     return math.sqrt(sum(float((x - y).square().sum()) for x, y in zip(a, b)))
 
 
-def sensitivity(model, ds, method, C):
-    """(largest ‖S(D) − S(D∖u)‖ over units u, smallest unclipped norm) on all of ds."""
+def sensitivity(model, ds, method, C, n_public=0):
+    """(largest ‖S(D) − S(D∖u)‖ over private units u, smallest unclipped norm) on ds,
+    its last `n_public` rows public pairs in every sum."""
     from nmtfrag.dp import clipping, sgd
 
     clipping.choose_clipping(model, method)  # refuses what opacus cannot serve
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.0)
     dp = sgd.DPSGD(model, opt, max_grad_norm=C, noise_multiplier=1.0,
                    expected_batch_size=len(ds), label_smoothing=0.1, clipping=method)
-    rows = list(range(len(ds)))
+    rows = list(range(len(ds) - n_public))
+    public = list(range(len(ds) - n_public, len(ds)))
     dp.accumulate(ds.collater([ds[i] for i in rows]))
     smallest = min(v[1] for v in dp.example_stats.values())
-    full = dp.take_clipped_sum()
-    worst = max(distance(full, clipped_sum(dp, ds, [i for i in rows if i != u]))
+    dp.take_clipped_sum()
+    full = clipped_sum(dp, ds, rows, public)
+    worst = max(distance(full, clipped_sum(dp, ds, [i for i in rows if i != u], public))
                 for u in rows)
     dp.gsm._close()
     return worst, smallest
@@ -98,22 +108,28 @@ def main():
                     help="comma-separated clipping methods (default hooks,ghost)")
     ap.add_argument("--pairs", type=int, default=32, help="batch size (default 32)")
     ap.add_argument("--max-grad-norm", type=float, default=0.5, help="C (default 0.5)")
+    ap.add_argument("--public-pairs", type=int, default=0,
+                    help="pairs after the first --pairs that join every sum as public pairs "
+                         "(unclipped, noise-free; default 0)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     from nmtfrag.errors import InputError
 
     C = args.max_grad_norm
     print(f"model {args.model}, first {args.pairs} pairs of {args.corpus}, C = {C}, "
-          "CPU, 1 thread; units: sentence pairs")
+          "CPU, 1 thread; units: sentence pairs"
+          + (f"; {args.public_pairs} further pairs public in every sum" if args.public_pairs
+             else ""))
     print(f"{'set':<10}{'clipping':<10}{'trainable':>11}{'min norm/C':>12}"
           f"{'max |S(D)-S(D-u)|':>19}{'ratio to C':>14}{'1 - ratio':>11}")
     for kind in [s.strip() for s in args.dp_params.split(",") if s.strip()]:
-        base, ds = load_model_and_pairs(args.model, args.corpus, args.pairs, kind)
+        base, ds = load_model_and_pairs(args.model, args.corpus,
+                                        args.pairs + args.public_pairs, kind)
         count = sum(p.numel() for p in base.parameters() if p.requires_grad)
         for method in [s.strip() for s in args.clipping.split(",") if s.strip()]:
             model = without_dropout(copy.deepcopy(base))
             try:
-                worst, smallest = sensitivity(model, ds, method, C)
+                worst, smallest = sensitivity(model, ds, method, C, args.public_pairs)
             except InputError as exc:
                 print(f"{kind:<10}{method:<10}  unavailable: {str(exc).split(';')[0]}")
                 continue

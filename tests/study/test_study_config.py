@@ -340,3 +340,26 @@ def test_a_control_recorded_before_a_key_was_added_to_its_like_cell_is_still_its
     now = {**old, "like settings.run": 1, "run": 1}
     assert differences(old, now) == []
     assert differences(old, {**now, "like settings.max_len": 7}) != []
+
+
+def test_the_length_penalty_steps_open_no_owner_file(ws):
+    """The choice reads the cell's model and the public validation text only: no path of
+    the owner's corpus is on its command line (the evaluation with it then decodes the
+    owner's test set, as every evaluation does)."""
+    from nmtfrag.study.plan import EVALUATE_LP, LENPEN
+
+    write_parallel(make_corpus(5, seed=3), str(ws / "pubvalid"))
+    text = GOOD.replace('public_align = "{d}/public"',
+                        'public_align = "{d}/public"\npublic_valid = "{d}/pubvalid"')
+    text = text.replace('[[cell]]', '[decode]\nlength_penalty = "public"\n[[cell]]', 1)
+    config = read_config(write(ws, text))
+    planner = Planner(config, str(ws / "OUT"))
+    owner = {os.path.abspath(str(ws / "data" / f"{split}.{lang}"))
+             for split in ("train", "valid", "test") for lang in ("de", "en")}
+    for name in ("baseline", "sent", "len4-tag"):
+        plan = planner.plan(name)
+        choose, evaluate = plan.step(LENPEN), plan.step(EVALUATE_LP)
+        assert choose is not None and evaluate is not None
+        assert not owner & set(choose.argv), name
+        assert str(ws / "pubvalid.de") in choose.argv
+        assert evaluate.argv[evaluate.argv.index("--lenpen-from") + 1] == choose.out
