@@ -356,6 +356,12 @@ def check_model(cert: Any, manifest: Any) -> dict:
         raise _fail("earlier_releases is not a non-empty list")
     for k, r in enumerate(releases):
         seeded = release_entry(r, f"earlier_releases[{k}]")[2] or seeded
+    public = training.get("public_data")
+    if public is not None:  # public pairs in every batch: named, and the manifest agrees
+        only_keys(public, {"pairs_per_step", "weight", "sha256", "note"},
+                  "training.public_data")
+        if params.get("dp_public") != public:
+            raise _fail("training.public_data differs from manifest.params.dp_public")
     from .cert_plan import check_plan
 
     check_plan(training, params, releases)
@@ -489,6 +495,8 @@ def check_vocabulary(cert: Any, manifest: Any) -> dict:
     vocab = field(cert, "vocabulary", "privacy")
     check_copy(vocab, field(manifest, "privacy", "manifest"), "vocabulary")
     seeded = vocabulary_entry(vocab, "vocabulary")
+    if vocab == accounting.NO_VOCABULARY:
+        raise _fail("vocabulary is the public vocabulary's entry: no DP vocabulary here")
     from .vocab import UNIT, UNIT_DEDUP
 
     dedup = field(field(manifest, "params", "manifest"), "dedup", "manifest.params")
@@ -496,8 +504,6 @@ def check_vocabulary(cert: Any, manifest: Any) -> dict:
             vocab["unit"] != (UNIT_DEDUP if dedup is True else UNIT):
         raise _fail(f"vocabulary.unit_key {vocab['unit_key']!r} and vocabulary.unit are not "
                     f"the unit of manifest.params.dedup = {dedup!r}")
-    if vocab == accounting.NO_VOCABULARY:
-        raise _fail("vocabulary is the public vocabulary's entry: no DP vocabulary here")
     if field(manifest, "randomness", "manifest") != vocab["randomness"]:
         raise _fail("manifest.randomness differs from vocabulary.randomness")
     params = field(manifest, "params", "manifest")

@@ -226,6 +226,10 @@ def open_output(job: FineTuneJob, config: DPConfig, md: ModelDir, sources: Train
             os.unlink(os.path.join(out, f))
     hashes = training_data.input_hashes(md, sources,
                                         config.documents if with_documents else None)
+    from .records import public_hashes
+
+    for lang, digest in (public_hashes(config, job) or {}).items():  # --dp-public-train
+        hashes[f"public_{lang}"] = digest
     if job.resume and not config.accountant_given:  # the interrupted run's accountant
         config.accountant = resume.saved_accountant(out) or config.accountant
     resume.prepare(out, resume.run_identity(config, job, hashes), job.resume,

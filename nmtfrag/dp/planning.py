@@ -85,14 +85,23 @@ def with_releases(config: DPConfig, releases: Sequence[dict]) -> tuple[DPConfig,
 
     if not releases or config.target_epsilon is None:
         return config, []
+    spent = sum(float(r["epsilon"]) for r in releases)
     if config.sample_rate is not None:
         delta = config.delta + sum(float(r["delta_gauss"]) for r in releases)
-        return replace(config, delta=delta), accounting.release_segments(releases)
-    left = config.target_epsilon - sum(float(r["epsilon"]) for r in releases)
-    if left <= 0:
+        segs = accounting.release_segments(releases)
+        if accounting.epsilon(segs + [unit_count.count_segment()], delta,
+                              config.accountant) >= config.target_epsilon:
+            raise InputError(f"--epsilon {config.target_epsilon:g} is the total with the "
+                             f"base model's DP release(s) (ε {spent:g} on their own): they "
+                             "and the unit count spend all of it; raise --epsilon or use a "
+                             "release at a smaller ε")
+        return replace(config, delta=delta), segs
+    left = config.target_epsilon - spent
+    if left <= unit_count.basic_split(config.delta)[0]:
         raise InputError(f"--epsilon {config.target_epsilon:g} is the total with the base "
-                         f"model's DP release(s), which spent "
-                         f"{config.target_epsilon - left:g} already: nothing is left")
+                         f"model's DP release(s), which spent {spent:g}: what is left does "
+                         "not exceed the unit count's ε; raise --epsilon, or use "
+                         "--sample-rate Q")
     return replace(config, target_epsilon=left), []
 
 

@@ -169,7 +169,8 @@ def public_manifest(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: 
         "privacy_unit": config.unit, "tags": bool(job.tags), "dedup": config.dedup,
         "trainable_parameters": setup.n_trainable, "dp_clip_mode": config.clip_mode,
         "dp_loss": config.loss, "dp_warmup_steps": config.warmup_steps,
-        "dp_public": (public_data_record(config, job) if config.public_train else None)}
+        "dp_public": (public_data_record(config, job) if config.public_train else None),
+        "train_fraction": job.train_fraction}
     return {
         "kind": MODEL_KIND, "dp": not not_private,
         **({"not_private": not_private} if not_private else {}),

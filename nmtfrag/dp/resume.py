@@ -87,7 +87,7 @@ def run_identity(config: RunSettings, job: FineTuneJob,
     return {"inputs_sha256": dict(hashes), "config": cfg,
             "job": {k: getattr(job, k) for k in (
                 "src_lang", "tgt_lang", "pretokenized", "checkpoint", "tags", "dropout",
-                "label_smoothing", "world_size")}}
+                "label_smoothing", "world_size", "train_fraction")}}
 
 
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -36,6 +36,7 @@ Why each piece:
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -562,6 +563,12 @@ def train_dp(model: torch.nn.Module, dataset: LanguagePairDataset, *, steps: int
     return records, [tuple(h) for h in history], dp
 
 
+@functools.lru_cache(maxsize=4)
+def _permutation(n: int, seed: int) -> np.ndarray:
+    """The fixed order a run's public pairs are cycled in (made once per run)."""
+    return np.random.default_rng(seed).permutation(n)
+
+
 @dataclass(frozen=True)
 class PublicBatches:
     """Public pairs for every logical batch of a DP-SGD run: `batch` rows of `dataset` per
@@ -585,7 +592,7 @@ class PublicBatches:
 
     def rows_of_step(self, t: int) -> list[int]:
         n = len(self.dataset)
-        order = np.random.default_rng(self.seed).permutation(n)
+        order = _permutation(n, self.seed)
         start = (t * self.batch) % n
         return [int(order[(start + k) % n]) for k in range(min(self.batch, n))]
 

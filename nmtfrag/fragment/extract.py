@@ -589,6 +589,8 @@ def _manifests(src, tgt, opts, seed, *, names, collector, extra, writer, found, 
     owner_files = [f"{OWNER_DIR}/{MANIFEST}"] + \
         ([f"{OWNER_DIR}/{ALIGNMENT_FILE}"] if opts.keep_alignments else [])
     params = {**_public_params(opts, collector), **extra.params}
+    if public_record is not None:  # the aligner's fixed settings are public
+        params["aligner_params"] = public_record["params"]
     histogram = writer.length_histogram()
     # What may travel with the release: nothing that identifies or measures the input
     # beyond what the phrase files show anyway, and never the seed.

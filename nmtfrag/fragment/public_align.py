@@ -483,4 +483,5 @@ def resolve_aligner(align_public: str | None, align_model: str | None, src_lang:
     aligner = PublicAligner(model_dir)
     aligner.check_langs(src_lang, tgt_lang)
     owner["model_sha256"] = aligner.model_id
+    owner["params"] = aligner.params.as_dict()
     return aligner, owner

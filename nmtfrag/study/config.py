@@ -461,6 +461,10 @@ def _check_control(w: _Where, c: Cell, cells: tuple[Cell, ...]) -> None:
     if like.approach not in ("phrases", "sentences") or not like.public_share:
         raise w.error(where, f"cell {c.like!r} trains on no public pairs (public_share) "
                       f"with early stopping: nothing to control for")
+    if like.pack:
+        raise w.error(where, f"cell {c.like!r} packs its release: its public draw is sized "
+                      f"by the packed examples, which a control without the release cannot "
+                      f"reproduce; control an unpacked cell with the same public_share")
 
 
 def _check_training(w: _Where, where: str, t: Training) -> None:

@@ -21,6 +21,8 @@ from .config import BASELINE, StudyConfig
 from .plan import FINETUNE, RELEASE, Paths
 
 PRIVATE_CHOICE = "chosen on private data: ε does not cover the choice"
+# the public aligner's settings before 2026-11-27, chosen on EMEA's training text
+EMEA_ALIGNER = {"tension": 8.0, "p0": 0.2}
 OWNER_BASE = "base model trained on the owner's data: ε does not cover it"
 REFUSED = "certificate refused"
 
@@ -55,6 +57,49 @@ def _stated_outside(checked: dict) -> list[str]:
     return out
 
 
+def _fingerprint(directory: str) -> str:
+    """What a check depends on: the certificate and manifest bytes, and the size and
+    modification time of every other top-level file (those it binds)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(os.listdir(directory)):
+        path = os.path.join(directory, f)
+        if not os.path.isfile(path) or f.startswith("."):
+            continue
+        h.update(f.encode())
+        if f in ("privacy.json", "manifest.json"):
+            with open(path, "rb") as fh:
+                h.update(fh.read())
+        else:
+            st = os.stat(path)
+            h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()
+
+
+def checked_certificate(directory: str, cache: str) -> dict:
+    """read_certificate's result (InputError when refused), kept in `cache` while the
+    output's files are unchanged: the report is rewritten after every cell, and a check
+    recalibrates σ and hashes the model."""
+    from ..dp.certificate import read_certificate
+    from ..fileio import write_json
+
+    key = _fingerprint(directory)
+    cached = _json(cache + ".json")
+    if isinstance(cached, dict) and cached.get("key") == key:
+        if cached.get("refused"):
+            raise InputError(cached["refused"])
+        return cached["checked"]
+    os.makedirs(os.path.dirname(cache), exist_ok=True)
+    try:
+        checked = read_certificate(directory)
+    except InputError as exc:
+        write_json(cache + ".json", {"key": key, "refused": str(exc)})
+        raise
+    write_json(cache + ".json", {"key": key, "checked": checked})
+    return checked
+
+
 def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, Any]:
     """ε and its labels: what the guarantee is, or why the number is none; and what lies
     outside it, computed from the cell's recorded inputs."""
@@ -79,10 +124,9 @@ def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, A
     if man.get("not_private"):
         labels.append(f"{man['not_private'].get('mode', 'simulation')}: not private")
     elif os.path.isfile(os.path.join(directory, "privacy.json")):
-        from ..dp.certificate import read_certificate
-
         try:
-            checked = read_certificate(directory)
+            checked = checked_certificate(directory, os.path.join(paths.report,
+                                                                  "certificates", name))
         except InputError as exc:
             labels.append(f"{REFUSED}: {exc}")
         else:
@@ -97,6 +141,13 @@ def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, A
                   "composition_kind": (t.get("composition") or {}).get("kind")}
     if sgd:
         detail.update(_dp_step_means(os.path.join(directory, "owner", "train.log")))
+    release_man = (_json(os.path.join(paths.step(name, RELEASE), "manifest.json")) or {}) \
+        if cell.approach != "dp-sgd" else {}
+    aligner = (release_man.get("params") or {}).get("aligner_params") or {}
+    if all(aligner.get(k) == v for k, v in EMEA_ALIGNER.items()):
+        outside.append("its aligner's settings (λ 8, p0 0.2): chosen on EMEA's training "
+                       "text, so for EMEA's data the release's ε does not cover that "
+                       "choice")
     if cell.tuned_on == "private":
         chosen = "hyperparameters" if sgd else "passes"
         labels.append(f"{chosen} {PRIVATE_CHOICE}")

@@ -140,10 +140,13 @@ def differences(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
         _flatten({"decode": asdict(Decode()), "audit": asdict(Audit())})
     like = LIKE + "approach"  # a public control records its like-cell's settings too
     like_defaults = (default_settings(str(recorded[like])) if recorded.get(like) else {})
+    was_off = not recorded.get(ADDITIVE[0])  # recorded without the extra decoding
     for key in sorted(set(recorded) | set(now)):
         if key not in recorded and (key in ADDITIVE or key in defaults and
                                     json.dumps(defaults[key]) == json.dumps(now.get(key))):
             continue
+        if key in ADDITIVE and was_off:
+            continue  # recorded off: switching it on adds steps only
         own = key[len(LIKE):] if key.startswith(LIKE) else None
         if key not in recorded and own in like_defaults and \
                 json.dumps(like_defaults[own]) == json.dumps(now.get(key)):
@@ -179,7 +182,7 @@ def check_and_record(config: StudyConfig, record_path: str,
                                               else "")
                     + "; rename the cell, restore the setting, or use another --out")
             cells[name]["settings"].update({k: settings[k] for k in ADDITIVE
-                                            if k in settings})
+                                            if k in settings})  # kept from now on
         else:
             cells[name] = {"settings": settings}
     if write:

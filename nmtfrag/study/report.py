@@ -200,7 +200,8 @@ def paired_test(config: StudyConfig, paths: Paths, name: str, other: str,
         rep["params"].get("baseline_sha256") == sha256_file(os.path.join(base, "hyp.txt"))
     if not fresh:
         src, ref = config.data.files(config.data.test)
-        rep = evaluate(out, src=src, ref=ref, hyp=hyp, tokenized=config.data.pretokenized,
+        rep = evaluate(out, src=src, ref=ref, hyp=hyp,
+                       pretokenized=config.data.pretokenized,
                        baseline=base, first=config.decode.test_lines or None,
                        src_lang=config.data.src_lang, tgt_lang=config.data.tgt_lang,
                        overwrite=True, name=name)

@@ -102,9 +102,10 @@ def run_spread(scores: Sequence[float]) -> float | None:
 
 
 def replicates(systems: Mapping[str, System], score: Score, samples: int = SAMPLES,
-               seed: int = 12345) -> dict[str, np.ndarray] | None:
+               seed: int = 12345, fixed: Sequence[str] = ()) -> dict[str, np.ndarray] | None:
     """{system: its run mean in each replicate} (see the module doc); None when no
-    system has two runs (no run-to-run spread to add)."""
+    system has two runs (no run-to-run spread to add). Systems in `fixed` are never
+    retrained (the baseline): they vary with the test lines only."""
     rng = np.random.default_rng(seed)
     n = len(next(iter(systems.values())).runs[0])
     whole = {k: [float(score(r.sum(0))[0]) for r in s.runs] for k, s in systems.items()}
@@ -122,7 +123,8 @@ def replicates(systems: Mapping[str, System], score: Score, samples: int = SAMPL
         means = np.mean([score(counts @ r) for r in s.runs], axis=0)  # over runs
         own = spreads[k]
         sd, df = (own, len(s.runs) - 1) if own is not None else (pooled, pooled_df)
-        out[k] = means + sd / math.sqrt(len(s.runs)) * rng.standard_t(df, samples)
+        noise = rng.standard_t(df, samples)  # drawn for every system: seeds stay aligned
+        out[k] = means if k in fixed else means + sd / math.sqrt(len(s.runs)) * noise
     return out
 
 

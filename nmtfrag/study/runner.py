@@ -26,7 +26,8 @@ from ..errors import InputError
 from ..fileio import check_output_dir
 from .config import BASELINE, Cell, StudyConfig
 from .machine import busy_warning, machine_load, machine_text, note_machine
-from .plan import EVALUATE, FINETUNE, RELEASE, CellPlan, Paths, Planner, Step
+from .plan import (EVALUATE, EVALUATE_LP, FINETUNE, LENPEN, RELEASE, CellPlan, Paths,
+                   Planner, Step)
 from .record import check_and_record, settings_now
 from .state import cpu_of_live, hold_lock, resumable, settle_killed, update_state
 
@@ -238,7 +239,10 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
         _data_checks(config, progress)
         _shared_inputs(planner, ex, total_threads)
         base = planner.plan(BASELINE)
-        _run_steps(ex, [base.steps[0]], total_threads)  # the baseline's BLEU, first
+        # the baseline's BLEU first, and its decode with the public-chosen length penalty
+        # (every cell's own such decode is tested against it)
+        _run_steps(ex, [s for s in base.steps if s.name in (EVALUATE, LENPEN, EVALUATE_LP)],
+                   total_threads)
         report()
         failed += _releases(planner, ex, chosen)
         plans = [base] + [planner.plan(n) for n in chosen if n not in failed]
@@ -320,7 +324,7 @@ def _releases(planner: Planner, ex: Executor, chosen: list[str]) -> list[str]:
     alignment first, the others reuse it, even when that cell itself is not chosen); the
     cells whose release failed. DP releases are made in their
     cells' turn (their aligner is public: nothing to share but its model)."""
-    failed = []
+    broken: list[str] = []  # phrase cells without a release
     first = planner.first_phrase_cell()
     for name in planner.release_cells(chosen):
         step = planner.plan(name).step(RELEASE)
@@ -330,12 +334,13 @@ def _releases(planner: Planner, ex: Executor, chosen: list[str]) -> list[str]:
             ex.run(step, 1)
         except StepFailed as exc:
             ex.progress(f"error: {exc}")
-            failed.append(name)
+            broken.append(name)
             if name == first:  # the others reuse its alignment
-                failed += [n for n in chosen if n != name and
-                           planner.c.cell(n).approach in ("phrases", "public")]
+                broken += [c.name for c in planner.c.cells if c.approach == "phrases"]
                 break
-    return failed
+    # a chosen cell fails with its release, a public control with its like-cell's
+    return [n for n in chosen if n in broken or (
+        planner.c.cell(n).approach == "public" and planner.c.cell(n).like in broken)]
 
 
 def _run_cell(ex: Executor, config: StudyConfig, plan: CellPlan, threads: int,

@@ -67,7 +67,7 @@ def comparisons(config: StudyConfig, out: str, rows: Sequence[dict]) -> dict[str
     for metric, (stats_of, score) in run_aware.METRICS.items():
         systems = {g: run_aware.System([stats_of(h, refs) for h in hs])
                    for g, hs in hyps.items()}
-        reps = run_aware.replicates(systems, score)
+        reps = run_aware.replicates(systems, score, fixed=(BASELINE,))
         if reps is None:
             return {}
         means = run_aware.run_means(systems, score)

@@ -442,9 +442,12 @@ def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
     if job.reshape is not None:
         job.reshape.check(sources.train.kind)
     md = training_data.base_model(job)
+    # before anything trains: a DP release's certificate is checked now (refused when
+    # edited), and only where the model would carry it
+    certificate = release_certificate(sources, config.validate, md.path)
     dirs = open_run_dirs(job, md, sources)
     try:
-        return _prepare_train_keep(job, config, device, sources, md, dirs)
+        return _prepare_train_keep(job, config, device, sources, md, dirs, certificate)
     except (KeyboardInterrupt, SystemExit) as exc:  # SIGINT, SIGTERM: say what OUT keeps
         note_interruption(exc, interruption_note(dirs, job.out))
         raise
@@ -468,8 +471,10 @@ def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
 
 
 def _prepare_train_keep(job: FineTuneJob, config: FineTuneConfig, device: str,
-                        sources: TrainingSources, md: ModelDir, dirs: RunDirs) -> dict:
-    """finetune once OUT is open: prepare the data, train, keep the chosen checkpoint."""
+                        sources: TrainingSources, md: ModelDir, dirs: RunDirs,
+                        job_certificate: tuple[dict | None, str | None]) -> dict:
+    """finetune once OUT is open: prepare the data, train, keep the chosen checkpoint,
+    and write the certificate `release_certificate` made (or why there is none)."""
     if job.threads:
         import torch
 
@@ -489,7 +494,7 @@ def _prepare_train_keep(job: FineTuneJob, config: FineTuneConfig, device: str,
         k: v for k, v in hashes.items() if k not in ("valid_src", "valid_tgt")}
     manifest["tool_versions"] = tool_versions("fairseq-fixed", "torch", "fastbpe",
                                               "sacremoses")
-    cert, why_not = release_certificate(sources, config.validate)
+    cert, why_not = job_certificate
     manifest["dp"] = cert is not None
     if cert is not None:  # written before the manifest, the completion mark
         from ..dp import cert_files
@@ -777,6 +782,7 @@ def run_manifest(job: FineTuneJob, config: FineTuneConfig, md: ModelDir,
                                    else {"kind": "all"}),
             "device": device, "gpus": job.world_size if device == "cuda" else 0,
             "fp16": config.fp16, "release_params": sources.train.release_params,
+            "train_fraction": job.train_fraction,
             "pack": prep.get("reshaped", {}).get("pack"),
             "public_train": prep.get("reshaped", {}).get("public"),
         },

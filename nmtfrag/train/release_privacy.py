@@ -1,55 +1,66 @@
 """The certificate of a model trained on a DP release only: the release's, carried over.
 
 Why: fine-tuning on a DP release (nmtfrag extract --dp) is post-processing of the
-release when nothing else private enters the run: a budget fixed in advance (passes over
-the release), the last checkpoint, no validation set of the owner's read, public text
-beside it at most. The model is then as private as the release, and a later DP-SGD run
-from it composes with the release's ε (nmtfrag.dp.accounting.compose_certificate). A run
-that validates on the owner's data chooses its checkpoint by private data: it gets no
-certificate, and says why.
+release when nothing else private enters the run: a base model that is not itself
+trained on the owner's data, a budget fixed in advance (passes over the release), the
+last checkpoint, no validation set of the owner's read, public text beside it at most.
+The model is then as private as the release, and a later DP-SGD run from it composes
+with the release's ε (nmtfrag.dp.accounting.compose_certificate). A run that validates
+on the owner's data chooses its checkpoint by private data, and a base model fine-tuned
+on the owner's data (with or without DP) brings its own history: both get no
+certificate, and say why.
 """
 from __future__ import annotations
 
 import os
 
 from ..dp.cert_check import POST_PROCESSED
-from ..fileio import MANIFEST
+from ..fileio import MANIFEST, read_json
 from .data import TrainingSources
 
-CERTIFICATE = "privacy.json"
+
+def _base_history(model_dir: str) -> str | None:
+    """Why the base model's own training rules a certificate out (None: a base with no
+    fine-tuning of nmtfrag's and no certificate, such as WMT19 or a public stand-in)."""
+    if os.path.isfile(os.path.join(model_dir, "privacy.json")):
+        return ("the base model carries a privacy certificate of its own; a model trained "
+                "on a DP release from it is not certified here (train from a public base)")
+    man_path = os.path.join(model_dir, MANIFEST)
+    if os.path.isfile(man_path) and read_json(man_path).get("kind") == \
+            "nmtfrag-finetuned-model":
+        return ("the base model was fine-tuned by nmtfrag (on data no certificate here "
+                "covers): a model trained on a DP release from it carries no certificate")
+    return None
 
 
-def release_certificate(sources: TrainingSources, validate: bool
+def release_certificate(sources: TrainingSources, validate: bool, base_model: str
                         ) -> tuple[dict | None, str | None]:
     """(the model's certificate, None) when it trains on a DP release only; (None, why
-    not) for a DP release trained on with a validation set; (None, None) otherwise.
-    The release's own certificate is checked first (refused when edited)."""
+    not) for a DP release trained on with a validation set or from a fine-tuned base;
+    (None, None) otherwise. Called before training: the release's own certificate is
+    checked then (refused when edited), and only when it would be carried over."""
     train = sources.train
     if train.kind != "release" or train.manifest is None:
         return None, None
     release_dir = os.path.dirname(train.manifest)
-    if not os.path.isfile(os.path.join(release_dir, CERTIFICATE)):
+    if not os.path.isfile(os.path.join(release_dir, "privacy.json")):
         return None, None
+    if validate:
+        return None, ("the training data is a DP release, but the owner's validation set "
+                      "chooses the kept checkpoint (and early stopping): that choice reads "
+                      "private data, so the model carries no certificate. Train with "
+                      "--no-validation and a fixed budget to keep the release's guarantee")
+    why_not = _base_history(base_model)
+    if why_not:
+        return None, why_not
     from ..dp.certificate import read_certificate
 
     checked = read_certificate(release_dir)
-    if validate:
-        return None, ("the training data is a DP release, but the owner's validation set "
-                      "chose the kept checkpoint (and early stopping): that choice reads "
-                      "private data, so the model carries no certificate. Train with "
-                      "--no-validation and a fixed budget to keep the release's guarantee")
     total = checked["total"]
     return {"released_from": [checked["release"]],
             "total": {"epsilon": total["epsilon"], "delta": total["delta"],
                       "composition": POST_PROCESSED},
             "post_processing": "fine-tuned on the release (and public text only) for a "
                                "budget fixed in advance, the last checkpoint kept, no "
-                               "validation set read: nothing else of the owner's"}, None
-
-
-def is_certified(model_dir: str) -> bool:
-    """Whether a fine-tuned model directory carries a certificate (its manifest's dp)."""
-    from ..fileio import read_json
-
-    path = os.path.join(model_dir, MANIFEST)
-    return os.path.isfile(path) and read_json(path).get("dp") is True
+                               "validation set read, from a base model with no training "
+                               "on the owner's data: nothing else of the owner's"}, None

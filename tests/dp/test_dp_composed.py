@@ -107,3 +107,16 @@ def test_an_edited_release_entry_in_the_composed_certificate_is_refused(composed
     capsys.readouterr()
     assert main(["privacy", str(copy)]) == 2
     assert "earlier_releases[0]" in capsys.readouterr().err
+
+
+def test_a_release_trained_on_from_a_fine_tuned_base_carries_no_certificate(composed):
+    """The base's own training is outside the release's ε: a model trained on the DP
+    release from a model nmtfrag fine-tuned (here the warm start itself) is not
+    certified, and its manifest says why."""
+    root = composed
+    assert main(["finetune", "--model", str(root / "warm"), "--train", str(root / "rel"),
+                 "--threads", "1", "-q", "--max-tokens", "600", "--out",
+                 str(root / "from-warm"), "--no-validation", "--max-updates", "1"]) == 0
+    assert not (root / "from-warm" / "privacy.json").exists()
+    man = _json(root / "from-warm" / "manifest.json")
+    assert man["dp"] is False and "base model" in man["no_certificate"]

@@ -56,3 +56,17 @@ def test_a_base_model_trained_on_the_owners_data_is_named_outside_every_epsilon(
     assert row["epsilon"] is None and row["epsilon_stated"] > 0
     assert any("base model's own training data" in x for x in row["outside_epsilon"])
     assert any("base model trained on the owner's data" in x for x in row["epsilon_labels"])
+
+
+def test_a_cached_check_is_redone_when_the_output_changes(ws):
+    """The report keeps each check while the output's files are unchanged; an edit after
+    a passing check is refused at the next report."""
+    config = read_config(write(ws, GOOD))
+    out = ws / "OUT"
+    rel = out / "cells" / "rel8" / "release"
+    write_release(rel)
+    assert _row(config, out, "rel8")["epsilon"] is not None
+    assert (out / "report" / "certificates" / "rel8.json").exists()
+    (rel / "phrases.en").write_text("<P> a whole sentence of the owner </P>\n")
+    row = _row(config, out, "rel8")
+    assert row["epsilon"] is None and "phrases.en" in row["privacy"]

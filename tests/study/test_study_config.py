@@ -327,6 +327,9 @@ def test_a_decoding_step_added_later_is_taken_on_by_recorded_cells_and_kept():
     old = {"approach": "sentences", "decode.beam": 5}
     now = {**old, "decode.length_penalty": "public", "decode.length_penalty_lines": 500}
     assert differences(old, now) == []
+    # recorded off (at its default) it is taken on as well
+    off = {**old, "decode.length_penalty": "", "decode.length_penalty_lines": 500}
+    assert differences(off, now) == []
     changed = {**now, "decode.length_penalty_lines": 100}
     assert differences(now, changed) == [
         "decode.length_penalty_lines: recorded 500, now 100"]
