@@ -109,7 +109,8 @@ def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, A
     base_outside = ([f"the base model's own training data (the owner's: {OWNER_BASE})"]
                     if config.model_on_owner_data else [])
     if cell.approach == "public":
-        return {"privacy": "public text only (a control: no owner pair trained on)",
+        return {"privacy": "none (a control: public pairs only, but early-stopped on the "
+                           "owner's validation set and sized by the owner's data)",
                 "epsilon": None}
     if cell.approach in ("phrases", "sentences"):
         return {"privacy": "none (no formal guarantee)", "epsilon": None}
