@@ -91,6 +91,15 @@ def _source(obj):
         return ""
 
 
+def _is_test_code(fn):
+    """A function of the test suite's own modules (helpers imported from another test
+    module count: their code runs as the test's)."""
+    import inspect
+
+    path = inspect.getsourcefile(fn) or ""
+    return os.path.abspath(path).startswith(TESTS + os.sep)
+
+
 def test_source(item):
     """The source a test runs: its function, its fixtures' (transitively) and the module
     functions its code names (transitively)."""
@@ -120,10 +129,11 @@ def test_source(item):
         parts.append(src)
         if module is None:
             continue
+        scope = vars(inspect.getmodule(fn) or module)
         for word in set(re.findall(r"\b[A-Za-z_]\w*\b", src)):
-            obj = getattr(module, word, None)
-            if inspect.isfunction(obj) and getattr(obj, "__module__", None) == \
-                    module.__name__:
+            obj = scope.get(word)
+            if inspect.isfunction(obj) and (obj.__module__ == module.__name__ or
+                                            _is_test_code(obj)):
                 todo.append(obj)
     return "\n".join(parts)
 

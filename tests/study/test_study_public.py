@@ -4,12 +4,10 @@ a DP-SGD cell with public pairs in every batch at an unchanged ε, a composed ce
 release and public pairs, then DP-SGD) at its total ε, and every cell decoded again with a
 length penalty chosen on public validation text."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
+from test_study_run import _study
 from tinymodel import make_corpus, write_domain, write_parallel
 
 CONFIG = """
@@ -88,9 +86,7 @@ def study(tiny_model_dir, tmp_path_factory):
     config.write_text(CONFIG.format(model=tiny_model_dir, data=data, root=root),
                       encoding="utf-8")
     out = root / "out"
-    proc = subprocess.run([sys.executable, "-m", "nmtfrag", "study", "run", str(config),
-                           "--out", str(out)], capture_output=True, text=True,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    proc = _study("run", str(config), "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads((out / "report" / "report.json").read_text())
     return out, {r["name"]: r for r in report["rows"]}

@@ -2,13 +2,11 @@
 training seed, a new release draw and new (seeded here) DP noise; a seeded study's runs
 are reproducible; the report puts the runs together and tests with run-to-run variance."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from nmtfrag.fileio import sha256_file
+from test_study_run import _study
 from tinymodel import write_domain
 
 CONFIG = """
@@ -60,9 +58,7 @@ def _run(root, model, name):
     config = root / f"{name}.toml"
     config.write_text(CONFIG.format(model=model, data=data), encoding="utf-8")
     out = root / name
-    proc = subprocess.run([sys.executable, "-m", "nmtfrag", "study", "run", str(config),
-                           "--out", str(out)], capture_output=True, text=True,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    proc = _study("run", str(config), "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
