@@ -134,6 +134,8 @@ class Cell:
     release_epsilon: float = 0.0  # dp-composed: the DP release's share of the total ε
     train_fraction: float = 1.0  # dp-sgd: train on this random share of the owner's pairs
     run: int = 1                 # which run of the cell (config key `runs`: NAME.rK)
+    chosen_on_test_lines: int = 0  # its settings were chosen on the test set's first N
+    #                              lines: the report also scores it without them
     training: Training = field(default_factory=Training)
 
     @property
@@ -191,7 +193,7 @@ _CELL_KEYS = {
     "dp-release": {"epsilon", "delta", "max_len", "tags", "unit_cap", "passes", "seeded",
                    "tuned_on"} | _PUBLIC_KEYS | _PACK_KEYS,
     "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on", "adopt", "public_batch",
-               "public_weight", "train_fraction"},
+               "public_weight", "train_fraction", "chosen_on_test_lines"},
     # a DP release (release_epsilon, δ/2) and public pairs fine-tune the model for fixed
     # passes, then DP-SGD continues from it; epsilon and delta are the composed total
     "dp-composed": {"epsilon", "delta", "release_epsilon", "max_len", "tags", "unit_cap",
@@ -408,6 +410,9 @@ def _check_cell(w: _Where, where: str, c: Cell, raw: dict, data: Data) -> None:
     if c.public_batch and not data.public_train:
         raise w.error(where + "public_batch", "needs [data] public_train (public parallel "
                       "text)")
+    if c.chosen_on_test_lines < 0:
+        raise w.error(where + "chosen_on_test_lines", f"must be ≥ 0, got "
+                      f"{c.chosen_on_test_lines}")
     if not 0 < c.train_fraction <= 1:
         raise w.error(where + "train_fraction", f"must be in (0, 1], got {c.train_fraction}")
     if c.approach == "dp-composed" and not 0 < c.release_epsilon < c.epsilon:

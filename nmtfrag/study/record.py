@@ -105,7 +105,7 @@ def _applies(approach: str, key: str) -> bool:
         "dp-release": {"max_len", "tags", "epsilon", "delta", "unit_cap", "passes", "seeded",
                        "training", "tuned_on"} | public | pack,
         "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on", "public_batch",
-                   "public_weight", "train_fraction"},
+                   "public_weight", "train_fraction", "chosen_on_test_lines"},
         "dp-composed": {"epsilon", "delta", "release_epsilon", "max_len", "tags", "unit_cap",
                         "passes", "seeded", "tuned_on", "options", "training"} | public,
         "public": {"like", "training"},

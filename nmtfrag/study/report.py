@@ -23,7 +23,8 @@ from ..audit import compare
 from ..audit.compare import or_dash
 from ..fileio import atomic_writer, read_json, write_json
 from ..train.finetune import ended_at_cap
-from . import data_size, length, public_section, release_secrets, runs_section
+from . import (data_size, length, public_section, release_secrets, runs_section,
+               selection_section)
 from .public_section import public_figures
 from .privacy_figures import privacy_figures
 from .config import BASELINE, RELEASE_APPROACHES, Cell, StudyConfig
@@ -249,12 +250,13 @@ def write_report(config: StudyConfig, out: str) -> list[dict[str, Any]]:
     rows = collect_rows(config, out)
     os.makedirs(paths.report, exist_ok=True)
     runs = runs_section.comparisons(config, out, rows)
+    rescored = selection_section.rescored(config, out, rows)
     write_json(os.path.join(paths.report, "report.json"),
                {"kind": "nmtfrag-study-report", "title": config.title,
-                "rows": [compare.shareable(r) for r in rows],
-                "runs": runs, "pending": pending_cells(config, rows)})
+                "rows": [compare.shareable(r) for r in rows], "runs": runs,
+                "without_selection_lines": rescored, "pending": pending_cells(config, rows)})
     with atomic_writer(os.path.join(paths.report, "report.md")) as f:
-        f.write(render_markdown(config, rows, read_machines(paths), runs))
+        f.write(render_markdown(config, rows, read_machines(paths), runs, rescored))
     if rows:
         compare.plot(rows, os.path.join(paths.report, "privacy_utility.png"), config.title)
         _write_runs_yaml(config, paths)
@@ -300,8 +302,8 @@ def _star(p: Any) -> str:
 
 
 def render_markdown(config: StudyConfig, rows: list[dict],
-                    runs: list[dict] | None = None, run_comparisons: dict | None = None
-                    ) -> str:
+                    runs: list[dict] | None = None, run_comparisons: dict | None = None,
+                    rescored: list[dict] | None = None) -> str:
     lines = [f"# Study: {config.title}", ""]
     seen = list(dict.fromkeys(machine_text(m) for m in runs or ()))
     if seen:
@@ -358,6 +360,7 @@ def render_markdown(config: StudyConfig, rows: list[dict],
     lines += public_section.render(rows, config.full_sentence_cell)
     lines += data_size.render(config, rows)
     lines += runs_section.render(rows, run_comparisons or {})
+    lines += selection_section.render(rescored or [])
     lines += ["## BLEU × what leaks × ε", ""]
     lines += compare.render_markdown(config.title, rows).split("\n", 2)[2].splitlines()
     lines += release_secrets.render(rows)

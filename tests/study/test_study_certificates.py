@@ -70,3 +70,27 @@ def test_a_cached_check_is_redone_when_the_output_changes(ws):
     (rel / "phrases.en").write_text("<P> a whole sentence of the owner </P>\n")
     row = _row(config, out, "rel8")
     assert row["epsilon"] is None and "phrases.en" in row["privacy"]
+
+
+def test_a_cell_chosen_on_the_first_test_lines_is_rescored_without_them(ws):
+    """EMEA's DP recipe was chosen on its first 500 test lines: the report scores such a
+    cell, the baseline and the full cell on the other lines only, from their hypotheses."""
+    from sacrebleu.metrics import BLEU
+
+    from nmtfrag.study import selection_section
+
+    text = GOOD.replace('options = ["--dp-steps", "3"]',
+                        'options = ["--dp-steps", "3"]\nchosen_on_test_lines = 2')
+    config = read_config(write(ws, text))
+    refs = (ws / "data" / "test.en").read_text().splitlines()
+    hyps = {"baseline": ["x"] * len(refs), "sent": refs, "dp8": refs[:2] + ["x y"] * 3}
+    for name, h in hyps.items():
+        d = ws / "OUT" / "cells" / name / "evaluate"
+        d.mkdir(parents=True)
+        (d / "hyp.txt").write_text("".join(x + "\n" for x in h))
+    rows = [{"name": n} for n in hyps]
+    (entry,) = selection_section.rescored(config, str(ws / "OUT"), rows)
+    assert entry["lines"] == len(refs) - 2 and entry["skipped"] == 2
+    assert entry["bleu"] == round(BLEU().corpus_score(hyps["dp8"][2:], [refs[2:]]).score, 2)
+    assert entry["bleu_full"] == 100.0
+    assert "first 2 left out" in "\n".join(selection_section.render([entry]))
