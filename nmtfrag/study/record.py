@@ -104,8 +104,10 @@ def _applies(approach: str, key: str) -> bool:
         "sentences": {"training"} | public,
         "dp-release": {"max_len", "tags", "epsilon", "delta", "unit_cap", "passes", "seeded",
                        "training", "tuned_on"} | public | pack,
+        # (chosen_on_test_lines is not recorded: it changes what the report adds, not
+        # how the cell ran)
         "dp-sgd": {"epsilon", "delta", "options", "seeded", "tuned_on", "public_batch",
-                   "public_weight", "train_fraction", "chosen_on_test_lines"},
+                   "public_weight", "train_fraction"},
         "dp-composed": {"epsilon", "delta", "release_epsilon", "max_len", "tags", "unit_cap",
                         "passes", "seeded", "tuned_on", "options", "training"} | public,
         "public": {"like", "training"},
