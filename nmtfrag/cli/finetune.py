@@ -272,9 +272,11 @@ def _run(args):
 
         return _report_dp(dp_finetune(job, dp_cli.config_from_args(args)),
                           seeded=args.seed is not None)
+    from ..dp.release_privacy import ReleaseCertifier
     from ..train.finetune import finetune
 
-    return _report(finetune(job, config_from_args(args)), args.out)
+    # a model trained on a DP release only carries the release's certificate
+    return _report(finetune(job, config_from_args(args), ReleaseCertifier()), args.out)
 
 
 def check_validation_options(args: argparse.Namespace) -> None:

@@ -28,7 +28,7 @@ def base_model_privacy(model_dir: str) -> tuple[dict | None, list[dict], list[di
 
     Fine-tuning a DP model again on the owner's data composes with its earlier ε; a base
     trained only on a DP release (and public text) carries the release's certificate
-    (nmtfrag.train.release_privacy), which composes too; a base fine-tuned without DP is
+    (nmtfrag.dp.release_privacy), which composes too; a base fine-tuned without DP is
     outside any certificate, so it gets a warning. The base's certificate is checked
     first (nmtfrag privacy's checks): an edited one is refused."""
     cert_path = os.path.join(model_dir, "privacy.json")

@@ -39,7 +39,7 @@ def _fmt(ms: tuple[float, float | None] | None, fmt: str = "{:.2f}") -> str:
     return fmt.format(mean) + ("" if sd is None else " ± " + fmt.format(sd))
 
 
-def _refs(config: StudyConfig) -> list[str]:
+def reference_lines(config: StudyConfig) -> list[str]:
     from ..data.bpe import moses_detokenize
     from ..translate.evaluate import read_lines
 
@@ -59,7 +59,7 @@ def comparisons(config: StudyConfig, out: str, rows: Sequence[dict]) -> dict[str
         return {}
     from ..translate.evaluate import read_lines
 
-    paths, refs = Paths(out), _refs(config)
+    paths, refs = Paths(out), reference_lines(config)
     hyps = {g: [read_lines(os.path.join(paths.step(r["name"], EVALUATE), "hyp.txt"))
                 for r in rs] for g, rs in by.items()}
     full = config.full_sentence_cell

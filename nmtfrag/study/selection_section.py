@@ -20,14 +20,14 @@ def rescored(config: StudyConfig, out: str, rows: Sequence[dict]) -> list[dict[s
     """One entry per cell with `chosen_on_test_lines`: its BLEU, the baseline's and the
     full cell's on the test lines after them, p against the baseline, and the share."""
     from ..translate.evaluate import paired_bootstrap, read_lines, score
-    from .runs_section import _refs
+    from .runs_section import reference_lines
 
     have = {r["name"] for r in rows}
     cells = [c for c in config.cells if c.chosen_on_test_lines and c.name in have]
     full = config.full_sentence_cell
     if not cells or BASELINE not in have:
         return []
-    paths, refs = Paths(out), _refs(config)
+    paths, refs = Paths(out), reference_lines(config)
 
     def hyps(name: str) -> list[str]:
         return read_lines(os.path.join(paths.step(name, EVALUATE), "hyp.txt"))
@@ -40,7 +40,8 @@ def rescored(config: StudyConfig, out: str, rows: Sequence[dict]) -> list[dict[s
         base_h, cell_h = hyps(BASELINE)[skip:], hyps(c.name)[skip:]
         b, cs = score(base_h, rest)[0]["bleu"], score(cell_h, rest)[0]
         sig = paired_bootstrap(base_h, cell_h, rest)["BLEU"]
-        f = score(hyps(full)[skip:], rest)[0]["bleu"] if full in have else None
+        f = score(hyps(full)[skip:], rest)[0]["bleu"] if full is not None and full in have \
+            else None
         out_rows.append({"name": c.name, "lines": len(rest), "skipped": skip, "bleu": cs["bleu"],
                          "bleu_baseline": b, "bleu_full": f, "p_bleu": sig["p_value"],
                          "share": (cs["bleu"] - b) / (f - b) if f is not None and f > b

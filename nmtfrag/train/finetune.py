@@ -44,7 +44,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from . import data as training_data
 from ..errors import (InputError, check_bool, check_int, check_number, is_disk_error,
@@ -53,7 +53,6 @@ from ..fileio import (MANIFEST, lock_output_dir, prepare_output_dir, public_name
                      read_json, tool_versions, write_json)
 from .fairseq_fixes import RESUME_POINT_SECONDS, STOP_EARLY, run_fairseq_train
 from .job import FineTuneJob
-from .release_privacy import release_certificate
 from ..model_dir import ModelDir, allow_full_checkpoint_load, load_state
 from .trainable import TrainableSet
 from .data import (MODEL_KIND, TagPolicy, TrainingSources, WorkLayout, model_files,
@@ -428,7 +427,19 @@ class TrainingOutcome:
     epochs_completed: int | None = None  # whole passes over the training data (fairseq's)
 
 
-def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
+class Certifier(Protocol):
+    """What may give a fine-tuned model a privacy certificate (nmtfrag.dp.release_privacy:
+    one trained on a DP release only carries the release's). `prepare` runs before any
+    training (it may refuse the run); `write` runs once the model is written, before the
+    manifest (the completion mark), and returns a note to print, if any."""
+
+    def prepare(self, sources: TrainingSources, validate: bool, base_model: str) -> None: ...
+
+    def write(self, out: str, manifest: dict) -> str | None: ...
+
+
+def finetune(job: FineTuneJob, config: FineTuneConfig,
+             certifier: Certifier | None = None) -> dict:
     """Fine-tune `job.model` on `job.train` with fairseq's trainer; write a model dir to
     `job.out`.
 
@@ -444,10 +455,11 @@ def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
     md = training_data.base_model(job)
     # before anything trains: a DP release's certificate is checked now (refused when
     # edited), and only where the model would carry it
-    certificate = release_certificate(sources, config.validate, md.path)
+    if certifier is not None:
+        certifier.prepare(sources, config.validate, md.path)
     dirs = open_run_dirs(job, md, sources)
     try:
-        return _prepare_train_keep(job, config, device, sources, md, dirs, certificate)
+        return _prepare_train_keep(job, config, device, sources, md, dirs, certifier)
     except (KeyboardInterrupt, SystemExit) as exc:  # SIGINT, SIGTERM: say what OUT keeps
         note_interruption(exc, interruption_note(dirs, job.out))
         raise
@@ -472,9 +484,9 @@ def finetune(job: FineTuneJob, config: FineTuneConfig) -> dict:
 
 def _prepare_train_keep(job: FineTuneJob, config: FineTuneConfig, device: str,
                         sources: TrainingSources, md: ModelDir, dirs: RunDirs,
-                        job_certificate: tuple[dict | None, str | None]) -> dict:
+                        certifier: Certifier | None) -> dict:
     """finetune once OUT is open: prepare the data, train, keep the chosen checkpoint,
-    and write the certificate `release_certificate` made (or why there is none)."""
+    and let the certifier write its certificate (or why there is none)."""
     if job.threads:
         import torch
 
@@ -494,16 +506,10 @@ def _prepare_train_keep(job: FineTuneJob, config: FineTuneConfig, device: str,
         k: v for k, v in hashes.items() if k not in ("valid_src", "valid_tgt")}
     manifest["tool_versions"] = tool_versions("fairseq-fixed", "torch", "fastbpe",
                                               "sacremoses")
-    cert, why_not = job_certificate
-    manifest["dp"] = cert is not None
-    if cert is not None:  # written before the manifest, the completion mark
-        from ..dp import cert_files
-
-        manifest["privacy"] = cert_files.bind(cert, dirs.out)
-        write_json(os.path.join(dirs.out, "privacy.json"), cert)
-    if why_not:
-        manifest["no_certificate"] = why_not
-        print(f"note: {why_not}", file=sys.stderr)
+    manifest["dp"] = False
+    note = certifier.write(dirs.out, manifest) if certifier is not None else None
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     write_json(os.path.join(dirs.out, MANIFEST), manifest)
     return manifest
 

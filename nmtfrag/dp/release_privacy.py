@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 
-from ..dp.cert_check import POST_PROCESSED
-from ..fileio import MANIFEST, read_json
-from .data import TrainingSources
+from ..fileio import MANIFEST, read_json, write_json
+from ..train.data import TrainingSources
+from . import cert_files
+from .cert_check import POST_PROCESSED
 
 
 def _base_history(model_dir: str) -> str | None:
@@ -53,7 +54,7 @@ def release_certificate(sources: TrainingSources, validate: bool, base_model: st
     why_not = _base_history(base_model)
     if why_not:
         return None, why_not
-    from ..dp.certificate import read_certificate
+    from .certificate import read_certificate
 
     checked = read_certificate(release_dir)
     total = checked["total"]
@@ -64,3 +65,28 @@ def release_certificate(sources: TrainingSources, validate: bool, base_model: st
                                "budget fixed in advance, the last checkpoint kept, no "
                                "validation set read, from a base model with no training "
                                "on the owner's data: nothing else of the owner's"}, None
+
+
+class ReleaseCertifier:
+    """The certifier fairseq's track takes (nmtfrag.train.finetune.Certifier): decides,
+    before training, whether the model will carry its DP release's certificate (checking
+    that certificate then), and writes it, bound to the model's files, before the
+    manifest. `nmtfrag finetune` passes one; the study's cells run that command."""
+
+    def __init__(self) -> None:
+        self.cert: dict | None = None
+        self.why_not: str | None = None
+
+    def prepare(self, sources: TrainingSources, validate: bool, base_model: str) -> None:
+        self.cert, self.why_not = release_certificate(sources, validate, base_model)
+
+    def write(self, out: str, manifest: dict) -> str | None:
+        """privacy.json in OUT and the manifest's dp/privacy fields; returns the note to
+        print (why there is no certificate), if any."""
+        manifest["dp"] = self.cert is not None
+        if self.cert is not None:
+            manifest["privacy"] = cert_files.bind(self.cert, out)
+            write_json(os.path.join(out, "privacy.json"), self.cert)
+        if self.why_not:
+            manifest["no_certificate"] = self.why_not
+        return self.why_not
