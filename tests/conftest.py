@@ -71,8 +71,8 @@ def public_align_model(tmp_path_factory):
 # path, and a test that trains through a helper does not.
 MARKER_SIGNS = {
     "model": ("tiny_model_dir", "make_tiny_model_dir", "train_toy_model", "public_align_model",
-              "finetune(", "dp_finetune(", '["finetune"', "['finetune'"),
-    "subprocess": ("subprocess.", "Popen("),
+              "finetune(", "dp_finetune(", '"finetune",', "'finetune',"),
+    "subprocess": ("subprocess.", "Popen(", '"study", "run"', "'study', 'run'"),
     "distributed": ("torch.distributed", "mp.spawn", "multiprocessing.spawn"),
 }
 

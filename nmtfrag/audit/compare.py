@@ -193,6 +193,11 @@ def collect(spec: dict, base: str) -> tuple[list[dict], dict[str, str]]:
                 elif field == "exposure":
                     row["exposure"] = rep["summary_by_repeats"]
                     row["exposure_samples"] = (rep.get("params") or {}).get("samples")
+                    # repeat counts whose exposures were all enumerated (exact, no sample)
+                    row["exposure_exact"] = sorted({str(c["repeats"]) for c in
+                                                    rep.get("canaries") or ()} - {
+                        str(c["repeats"]) for c in rep.get("canaries") or ()
+                        if c.get("method") != "enumerated"})
                     row["exposure_canaries"] = exposure_stats.canaries_by_repeats(rep)
                     row["exposure_canary_set"] = exposure_stats.canary_set_digest(rep)
                 elif field == "membership":
@@ -732,7 +737,11 @@ def exposure_floor_notes(rows: Sequence[dict]) -> list[str]:
         floor = (ex.get("0") or {}).get("exposure_mean")
         planted = {k: v["exposure_mean"] for k, v in ex.items()
                    if int(k) > 0 and v.get("exposure_mean") is not None}
-        below = [k for k, v in planted.items() if floor is not None and v <= floor]
+        exact = set(r.get("exposure_exact") or ())
+        if "0" in exact:  # an exact floor: the comparison is a fact, not sampling noise
+            continue
+        below = [k for k, v in planted.items()
+                 if floor is not None and v <= floor and k not in exact]
         if below:
             s = r.get("exposure_samples")
             noisy.append(f"{r['name']} (r=0: {floor:.2f} bits ≥ r={', r='.join(sorted(below, key=int))}"

@@ -58,22 +58,22 @@ def _stated_outside(checked: dict) -> list[str]:
 
 
 def _fingerprint(directory: str) -> str:
-    """What a check depends on: the certificate and manifest bytes, and the size and
-    modification time of every other top-level file (those it binds)."""
+    """What a check depends on: the bytes of every top-level file of the output (the
+    certificate, its manifest, the files it binds) and the checking code itself (a newer
+    nmtfrag may refuse what an older one passed)."""
     import hashlib
 
-    h = hashlib.sha256()
+    from .. import __version__
+    from ..dp import accounting, cert_check, cert_files, cert_plan, certificate
+    from ..fileio import sha256_file
+
+    h = hashlib.sha256(__version__.encode())
+    for module in (accounting, cert_check, cert_files, cert_plan, certificate):
+        h.update(sha256_file(str(module.__file__)).encode())
     for f in sorted(os.listdir(directory)):
         path = os.path.join(directory, f)
-        if not os.path.isfile(path) or f.startswith("."):
-            continue
-        h.update(f.encode())
-        if f in ("privacy.json", "manifest.json"):
-            with open(path, "rb") as fh:
-                h.update(fh.read())
-        else:
-            st = os.stat(path)
-            h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+        if os.path.isfile(path) and not f.startswith("."):
+            h.update(f"{f}:{sha256_file(path)}".encode())
     return h.hexdigest()
 
 
@@ -94,10 +94,27 @@ def checked_certificate(directory: str, cache: str) -> dict:
     try:
         checked = read_certificate(directory)
     except InputError as exc:
-        write_json(cache + ".json", {"key": key, "refused": str(exc)})
+        if not isinstance(exc.__cause__ or exc.__context__, OSError):  # not a passing fault
+            write_json(cache + ".json", {"key": key, "refused": str(exc)})
         raise
     write_json(cache + ".json", {"key": key, "checked": checked})
     return checked
+
+
+def model_uncertified(approach: str, paths: Paths, name: str, checked: dict) -> list[str]:
+    """Labels for a release-based cell whose trained model does not carry the release's
+    guarantee: a dp-release cell's fine-tuned model without a certificate (the release's
+    ε then says nothing of the model), a composed cell's DP-SGD run that composed no
+    release (its total would leave the release's ε out)."""
+    if approach == "dp-release":
+        man = _json(os.path.join(paths.step(name, FINETUNE), "manifest.json"))
+        if man is not None and man.get("dp") is not True:
+            why = man.get("no_certificate") or "its fine-tuning read more than the release"
+            return [f"the trained model carries no certificate: {why}"]
+    if approach == "dp-composed" and checked and not checked.get("earlier_releases"):
+        return ["the DP-SGD run composed no release (its warm start carries no "
+                "certificate): its total leaves the release's ε out"]
+    return []
 
 
 def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, Any]:
@@ -135,6 +152,7 @@ def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, A
             if not checked.get("private", True):
                 labels.append(SEEDED_MARK)
             outside += _stated_outside(checked)
+    labels += model_uncertified(cell.approach, paths, name, checked)
     if sgd and checked.get("training"):
         t = checked["training"]
         detail = {"sigma": t.get("noise_multiplier"), "dp_steps": t.get("steps"),

@@ -506,8 +506,13 @@ def _prepare_train_keep(job: FineTuneJob, config: FineTuneConfig, device: str,
         k: v for k, v in hashes.items() if k not in ("valid_src", "valid_tgt")}
     manifest["tool_versions"] = tool_versions("fairseq-fixed", "torch", "fastbpe",
                                               "sacremoses")
-    manifest["dp"] = False
     note = certifier.write(dirs.out, manifest) if certifier is not None else None
+    manifest["dp"] = os.path.isfile(os.path.join(dirs.out, "privacy.json"))
+    if certifier is None and sources.train.manifest is not None and os.path.isfile(
+            os.path.join(os.path.dirname(sources.train.manifest), "privacy.json")):
+        note = manifest["no_certificate"] = (
+            "trained on a DP release, but no certifier was given (nmtfrag finetune gives "
+            "nmtfrag.dp.release_privacy.ReleaseCertifier): the model carries no certificate")
     if note:
         print(f"note: {note}", file=sys.stderr)
     write_json(os.path.join(dirs.out, MANIFEST), manifest)
@@ -565,7 +570,7 @@ def open_run_dirs(job: FineTuneJob, md: ModelDir, sources: TrainingSources) -> R
                          f"it or --overwrite to start again")
     for d in (dirs.layout.work, dirs.save_dir):
         shutil.rmtree(d, ignore_errors=True)
-    for f in (MANIFEST, "train.log", "model.pt"):
+    for f in (MANIFEST, "train.log", "model.pt", "privacy.json"):
         if os.path.exists(os.path.join(out, f)):
             os.unlink(os.path.join(out, f))
     return dirs

@@ -175,6 +175,43 @@ def test_membership_and_exposure_below_their_noise_floor_are_called_noise():
     assert "y (r=0" not in text
 
 
+
+def test_exact_exposures_are_not_called_noise():
+    """Exposures computed by enumerating every candidate secret (exposure_exact) carry
+    no sampling noise: an exact floor puts nothing in the noise note, and an exact planted
+    count is not named beside a sampled floor."""
+    from nmtfrag.audit.compare import exposure_floor_notes
+
+    def row(exact):
+        return {"name": "x", "exposure_samples": 50, "exposure_exact": exact,
+                "exposure": {"0": {"exposure_mean": 3.41}, "1": {"exposure_mean": 2.0},
+                             "5": {"exposure_mean": 3.0}}}
+
+    assert "x (r=0: 3.41 bits ≥ r=1, r=5;" in " ".join(exposure_floor_notes([row([])]))
+    assert exposure_floor_notes([row(["0", "1", "5"])]) == []
+    assert exposure_floor_notes([row(["0"])]) == []
+    assert "x (r=0: 3.41 bits ≥ r=5;" in " ".join(exposure_floor_notes([row(["1"])]))
+    assert exposure_floor_notes([row(["1", "5"])]) == []
+
+
+def test_the_table_records_which_repeat_counts_were_enumerated(runs):
+    """collect: a repeat count is exact when every canary planted that often was
+    enumerated; one sampled canary makes its count sampled."""
+    rep = _exposure(1.2, 1.0)
+    rep["canaries"] = [
+        {"name": "a", "secret": "1", "repeats": 0, "exposure": 1.0, "method": "enumerated"},
+        {"name": "b", "secret": "2", "repeats": 0, "exposure": 1.0, "method": "enumerated"},
+        {"name": "c", "secret": "3", "repeats": 100, "exposure": 1.2,
+         "method": "enumerated"},
+        {"name": "d", "secret": "4", "repeats": 100, "exposure": 1.2,
+         "method": "skew-normal"}]
+    _w(runs / "x" / "base.json", rep)
+    by = {r["name"]: r for r in compare_runs(str(runs / "runs.yaml"),
+                                             str(runs / "out"))["runs"]}
+    assert by["baseline"]["exposure_exact"] == ["0"]
+    assert by["phrases"]["exposure_exact"] == []  # an audit that names no canaries
+
+
 def test_no_share_when_the_reference_gain_is_within_its_own_interval():
     from nmtfrag.audit.compare import gain_shares
 

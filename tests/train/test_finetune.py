@@ -509,6 +509,86 @@ def test_a_run_that_ends_worse_than_it_started_says_so():
                       "worse_than_before": None}) is None
 
 
+
+def test_a_restarted_run_leaves_no_certificate_of_the_run_it_replaces(tmp_path):
+    """--overwrite into a finished model that carried a certificate: the new run starts
+    without the old privacy.json (else a model trained without the release's guarantee
+    would ship the old one's)."""
+    import types
+
+    from nmtfrag.train.data import MODEL_KIND
+
+    out = tmp_path / "ft"
+    out.mkdir()
+    (out / "manifest.json").write_text(json.dumps({"kind": MODEL_KIND, "dp": True}))
+    (out / "privacy.json").write_text("{}")
+    (out / "model.pt").write_bytes(b"x")
+    job = FineTuneJob(model=str(tmp_path / "model"), train=str(tmp_path / "c"),
+                      out=str(out), overwrite=True)
+    sources = types.SimpleNamespace(
+        train=types.SimpleNamespace(src=None, tgt=None), valid_src=None, valid_tgt=None)
+    try:
+        finetune_module.open_run_dirs(job, types.SimpleNamespace(path=None), sources)
+    finally:
+        release_output_locks()
+    assert sorted(p.name for p in out.iterdir()) == []
+
+
+def _keep_without_training(monkeypatch, tmp_path, certifier, release_cert):
+    """_prepare_train_keep with preparing and training stubbed out, on a release dir that
+    holds a privacy.json or not; (its manifest, what it printed to stderr)."""
+    import types
+
+    for name, value in {"_setup_console_logging": lambda quiet: None,
+                        "prepared_data": lambda *a: None, "loss_before": lambda *a: None,
+                        "train": lambda *a: None, "keep_best": lambda *a: None,
+                        "run_manifest": lambda *a: {"result": {}},
+                        "tool_versions": lambda *a: {}}.items():
+        monkeypatch.setattr(finetune_module, name, value)
+    monkeypatch.setattr(finetune_module.training_data, "input_hashes", lambda md, s: {})
+    rel, out = tmp_path / "release", tmp_path / "out"
+    rel.mkdir(parents=True)
+    out.mkdir(parents=True)
+    (rel / "manifest.json").write_text("{}")
+    if release_cert:
+        (rel / "privacy.json").write_text("{}")
+    job = types.SimpleNamespace(threads=None, quiet=True, reshape=None)
+    sources = types.SimpleNamespace(
+        train=types.SimpleNamespace(manifest=str(rel / "manifest.json")))
+    return finetune_module._prepare_train_keep(
+        job, types.SimpleNamespace(validate=False), "cpu", sources, None,
+        finetune_module.RunDirs(str(out)), certifier)
+
+
+def test_a_model_trained_on_a_dp_release_without_a_certifier_says_it_has_no_certificate(
+        monkeypatch, tmp_path, capsys):
+    man = _keep_without_training(monkeypatch, tmp_path, None, release_cert=True)
+    assert man["dp"] is False and "no certifier" in man["no_certificate"]
+    assert "no certifier" in capsys.readouterr().err
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text()) == man
+    assert not (tmp_path / "out" / "privacy.json").exists()
+    # a release without a certificate: nothing to say
+    man = _keep_without_training(monkeypatch, tmp_path / "plain", None, release_cert=False)
+    assert man["dp"] is False and "no_certificate" not in man
+
+
+def test_the_manifest_says_dp_exactly_when_a_certificate_was_written(monkeypatch, tmp_path):
+    """manifest["dp"] is whether OUT holds privacy.json once the certifier is done, not
+    what the certifier claims."""
+    class Writes:
+        def write(self, out, manifest):
+            with open(os.path.join(out, "privacy.json"), "w") as f:
+                f.write("{}")
+
+    class Claims:
+        def write(self, out, manifest):
+            manifest["dp"] = True
+            return "claims a certificate it did not write"
+
+    assert _keep_without_training(monkeypatch, tmp_path / "a", Writes(), True)["dp"] is True
+    assert _keep_without_training(monkeypatch, tmp_path / "b", Claims(), True)["dp"] is False
+
+
 def _ctrl_c_argv(tiny_model_dir, data, out):
     return ["finetune", "--model", tiny_model_dir, "--train", *data["train"], "--valid-src",
             data["valid"][0], "--valid-tgt", data["valid"][1], "--out", out,
