@@ -8,5 +8,7 @@ much a trained model gives planted secrets away.
 - `reconstruction_report`: its report.md, both modes side by side;
 - `canaries`: plants synthetic sentence pairs carrying random secrets in a corpus;
 - `exposure`: exposure (Carlini et al. 2019) and verbatim extraction of those secrets;
-- `compare`: one report putting every approach side by side (BLEU × leakage × ε).
+- `compare`: one report putting every approach side by side (BLEU × leakage × ε);
+  `compare_notes`: the sentences under its table; `compare_reference`: the baseline
+  and full-sentence runs every other is measured against.
 """

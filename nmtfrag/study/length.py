@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..audit.compare import or_dash, reference_rows
+from ..audit.compare import or_dash
+from ..audit.compare_reference import reference_rows
 
 LENGTH_LOSS = 0.2  # a gap of 20 points of the full gain: wider than a cell's bootstrap interval
 
@@ -30,7 +31,7 @@ def precision_bleu(row: dict) -> float | None:
 def precision_shares(rows: Sequence[dict]) -> dict[str, float]:
     """{name: share of the full-sentence cell's BLEU / BP gain}; empty without a baseline and
     a full-sentence cell whose BLEU / BP is above the baseline's, or when the full cell's
-    BLEU gain is within the paired bootstrap's noise (as compare.gain_shares)."""
+    BLEU gain is within the paired bootstrap's noise (as compare_reference.gain_shares)."""
     base, full = reference_rows(rows)
     if not base or not full or (full.get("p_bleu") is not None and full["p_bleu"] >= 0.05):
         return {}

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..audit import compare
 from ..audit.compare import or_dash
+from ..audit.compare_reference import gain_shares
 from ..fileio import atomic_writer, read_json, write_json
 from ..train.finetune import ended_at_cap
 from . import (data_size, length, public_section, release_secrets, runs_section,
@@ -36,7 +37,8 @@ from .transfer import IMPORTED, steps_run_here
 
 RELEASING = RELEASE_APPROACHES  # the approaches whose cells ship a release
 UNCOUNTED_SLACK_S = 120  # fairseq's and the study's clocks differ by its start-up
-FULL_APPROACH = "full sentences"  # compare.reference_rows finds the full-sentence row by it
+# compare_reference.reference_rows finds the full-sentence row by it
+FULL_APPROACH = "full sentences"
 
 
 def approach_text(cell: Cell | None, reference: bool = True) -> str:
@@ -219,7 +221,7 @@ def collect_rows(config: StudyConfig, out: str) -> list[dict[str, Any]]:
         return []
     rows, _ = compare.collect(spec, paths.out)
     full = config.full_sentence_cell
-    # the reference first after the baseline: compare.reference_rows takes the first
+    # the reference first after the baseline: compare_reference.reference_rows takes the first
     # full-sentence row it meets
     rows.sort(key=lambda r: 0 if r["name"] == BASELINE else 1 if r["name"] == full else 2)
     full_done = full is not None and any(r["name"] == full for r in rows)
@@ -237,7 +239,7 @@ def collect_rows(config: StudyConfig, out: str) -> list[dict[str, Any]]:
         if imported:
             row["ran_on"] = list(dict.fromkeys(machine_text(m) for m in imported["machines"]))
             row["rerun_here"] = steps_run_here(state)
-    shares = compare.gain_shares(rows) or {}  # none when the full gain is noise
+    shares = gain_shares(rows) or {}  # none when the full gain is noise
     for row in rows:
         s = shares.get(row["name"])
         row["share_of_gain"], row["share_low"], row["share_high"] = s if s else (None,) * 3

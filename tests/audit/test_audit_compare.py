@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from nmtfrag.audit.compare import compare_runs, table_notes
+from nmtfrag.audit.compare import compare_runs
+from nmtfrag.audit.compare_notes import table_notes
 from nmtfrag.errors import InputError
 
 
@@ -108,7 +109,7 @@ def test_bad_runs_are_refused(runs, yaml_text, message):
 def test_notes_are_computed_from_the_table(runs):
     """Each note is true of the table it is under: the cells named as shortening the
     output are exactly those more than 0.05 below the baseline's length ratio."""
-    from nmtfrag.audit.compare import table_notes
+    from nmtfrag.audit.compare_notes import table_notes
 
     rows = [{"name": "baseline", "bleu": 10.0, "length_ratio": 1.00},
             {"name": "a", "bleu": 12.0, "length_ratio": 0.96, "p_bleu": 0.01},
@@ -180,7 +181,7 @@ def test_exact_exposures_are_not_called_noise():
     """Exposures computed by enumerating every candidate secret (exposure_exact) carry
     no sampling noise: an exact floor puts nothing in the noise note, and an exact planted
     count is not named beside a sampled floor."""
-    from nmtfrag.audit.compare import exposure_floor_notes
+    from nmtfrag.audit.compare_notes import exposure_floor_notes
 
     def row(exact):
         return {"name": "x", "exposure_samples": 50, "exposure_exact": exact,
@@ -213,7 +214,7 @@ def test_the_table_records_which_repeat_counts_were_enumerated(runs):
 
 
 def test_no_share_when_the_reference_gain_is_within_its_own_interval():
-    from nmtfrag.audit.compare import gain_shares
+    from nmtfrag.audit.compare_reference import gain_shares
 
     rows = [{"name": "baseline", "bleu": 10.0},
             {"name": "sent", "bleu": 12.86, "p_bleu": 0.01, "bleu_mean": 12.0,
@@ -228,7 +229,7 @@ def test_no_share_when_the_reference_gain_is_within_its_own_interval():
 def test_a_share_interval_comes_from_the_bootstrap_and_its_point_from_bleu():
     """Where the bootstrap's mean differs from the BLEU, the share is (BLEU − base) /
     gain and its interval (mean ± ci − base) / gain: neither end taken from the other."""
-    from nmtfrag.audit.compare import gain_shares
+    from nmtfrag.audit.compare_reference import gain_shares
 
     rows = [{"name": "baseline", "bleu": 10.0},
             {"name": "sent", "bleu": 30.0, "p_bleu": 0.001},

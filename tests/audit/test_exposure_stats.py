@@ -3,7 +3,7 @@ that holds, a paired difference sees a shift two separate intervals cannot, and 
 audited on other canaries are never paired."""
 import numpy as np
 
-from nmtfrag.audit import compare, exposure_stats as es
+from nmtfrag.audit import compare, compare_notes, exposure_stats as es
 
 
 def _report(exposures, secrets=None, repeats=10):
@@ -75,6 +75,6 @@ def test_the_comparison_report_shows_the_spread_and_what_it_can_tell():
            "bleu": 20.0}
     md = "\n".join(compare.exposure_markdown([full, phr]))
     assert "| len4 | 2.90 [" in md and "; Δ -7.50 [" in md
-    notes = compare.table_notes([full, phr])
+    notes = compare_notes.table_notes([full, phr])
     assert any(n.startswith("Canaries planted 10 times: exposure below sent's") and
                "len4; not told apart from it: none" in n for n in notes), notes
