@@ -195,6 +195,21 @@ def test_exact_exposures_are_not_called_noise():
     assert exposure_floor_notes([row(["1", "5"])]) == []
 
 
+def test_the_baseline_is_the_floor_not_a_run_with_noisy_canaries():
+    """The baseline never saw a canary: its 'planted' counts are never-planted ones too,
+    so it is not listed as a run whose planted exposures are noise; a fine-tuned run with
+    the same figures is."""
+    from nmtfrag.audit.compare_notes import exposure_floor_notes
+
+    def row(name, approach=None):
+        return {"name": name, "approach": approach, "exposure_samples": 1000,
+                "exposure": {"0": {"exposure_mean": 1.74}, "10": {"exposure_mean": 0.84}}}
+
+    text = " ".join(exposure_floor_notes([row("baseline"), row("phrases")]))
+    assert "phrases (r=0: 1.74 bits ≥ r=10" in text and "baseline (r=0" not in text
+    assert exposure_floor_notes([row("base-model", "no fine-tuning")]) == []
+
+
 def test_the_table_records_which_repeat_counts_were_enumerated(runs):
     """collect: a repeat count is exact when every canary planted that often was
     enumerated; one sampled canary makes its count sampled."""
