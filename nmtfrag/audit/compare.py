@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from . import exposure_stats
-from .compare_notes import table_notes
+from .compare_notes import pct, table_notes
 from .compare_reference import common_ngram_order, gain_shares, reference_rows
 from ..errors import InputError
 from ..fileio import public_name
@@ -495,10 +495,6 @@ def or_dash(x: Any, fmt: str = "{:.2f}") -> str:
     return "–" if x is None else fmt.format(x)
 
 
-def _pct(x):
-    return "–" if x is None else f"{100 * x:.2f}%"
-
-
 def _mark(p):
     """`*` when the paired bootstrap against the baseline gives p < 0.05."""
     return "*" if p is not None and p < 0.05 else ""
@@ -530,8 +526,8 @@ def render_markdown(title: str, rows: Sequence[dict]) -> str:
         cells += [or_dash(mi.get("auc"), "{:.3f}") + old,
                   or_dash(mi.get("tpr_at_1pct_fpr"), "{:.3f}") + old,
                   or_dash(mi.get("auc_once"), "{:.3f}")]
-        cells += [_pct(rec.get("pairs_rebuilt_share")),
-                  _pct(rec.get("tgt_ngrams_recovered_share")),
+        cells += [pct(rec.get("pairs_rebuilt_share")),
+                  pct(rec.get("tgt_ngrams_recovered_share")),
                   or_dash(rec.get("tgt_longest_span_median"), "{}")]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", "`*`: differs from the baseline at p < 0.05 (sacrebleu's paired bootstrap, "

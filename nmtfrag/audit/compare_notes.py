@@ -13,7 +13,8 @@ from . import exposure_stats
 from .compare_reference import common_ngram_order, gain_shares, reference_rows
 
 
-def _pct(x):
+def pct(x: float | None) -> str:
+    """A share as the tables print it (two decimals), – where there is none."""
     return "–" if x is None else f"{100 * x:.2f}%"
 
 
@@ -72,7 +73,7 @@ def table_notes(rows: Sequence[dict]) -> list[str]:
                      "full-sentence gain cannot be computed, so every share is –.")
     notes += membership_noise_notes(rows)
     order = common_ngram_order(rows)
-    rebuilt = [f"{r['name']} {_pct(r['reconstruction']['tgt_ngrams_by_order'][str(order)])}"
+    rebuilt = [f"{r['name']} {pct(r['reconstruction']['tgt_ngrams_by_order'][str(order)])}"
                for r in rows if str(order) in
                ((r.get("reconstruction") or {}).get("tgt_ngrams_by_order") or {})]
     if rebuilt:
