@@ -6,9 +6,7 @@ next to the greedy guesses so that a reader sees the bracket, not one number.
 """
 from __future__ import annotations
 
-
-def _pct(x):
-    return "–" if x is None else f"{100 * x:.2f}%"
+from .compare_notes import pct as _pct  # one percent formatter for every audit table
 
 
 def _span(d):
