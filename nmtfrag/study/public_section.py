@@ -24,6 +24,40 @@ def _json(path: str) -> Any:
     return read_json(path) if os.path.isfile(path) else None
 
 
+# What a mixed cell's training holds that its control's does not: the owner's material
+# and how it was shaped (and the machine, never a cell setting). Everything else in
+# finetune's recorded params is the training rule, which a control must share.
+_OWNER_MATERIAL = frozenset({"train", "train_kind", "train_text_mode", "release_params",
+                             "pack", "train_fraction", "public_train", "device", "gpus"})
+# The public draw: a seeded order over the same public files, taken whole until the share
+# is reached, so the same files, seed, filter and count are the same pairs.
+_DRAW = ("src", "tgt", "text_mode", "min_words", "tagged", "eligible_pairs",
+         "sources_also_in_training", "pairs", "public_tgt_tokens")
+_SAME_INPUTS = ("model", "valid_src", "valid_tgt", "public_src", "public_tgt")
+
+
+def _finetune_manifest(paths: Paths, name: str) -> dict:
+    return _json(os.path.join(paths.step(name, FINETUNE), "manifest.json")) or {}
+
+
+def same_public_training(mixed: dict, control: dict) -> bool:
+    """Whether a public-only run is, by the two finetune manifests alone, the control of a
+    mixed run it was not declared for (`like`): the same public pairs (files by hash,
+    seed, filter, count) and the same training rule, only the owner's material left out.
+    A packed cell beside the same public draw as its unpacked twin shares its control."""
+    a, b = mixed.get("params") or {}, control.get("params") or {}
+    pa, pb = a.get("public_train") or {}, b.get("public_train") or {}
+    if not pa or not pb or pa.get("only") or not pb.get("only"):
+        return False
+    if any(pa.get(k) != pb.get(k) for k in _DRAW):
+        return False
+    ha, hb = mixed.get("inputs_sha256") or {}, control.get("inputs_sha256") or {}
+    if any(ha.get(k) != hb.get(k) for k in _SAME_INPUTS):
+        return False
+    rule = (set(a) | set(b)) - _OWNER_MATERIAL
+    return all(a.get(k) == b.get(k) for k in rule)
+
+
 def public_figures(config: StudyConfig, paths: Paths, name: str, paired: Paired
                    ) -> dict[str, Any]:
     """A row's public-data figures: what its training drew, its control's BLEU and the
@@ -31,7 +65,7 @@ def public_figures(config: StudyConfig, paths: Paths, name: str, paired: Paired
     out: dict[str, Any] = {}
     if name != BASELINE:
         cell = config.cell(name)
-        man = _json(os.path.join(paths.step(name, FINETUNE), "manifest.json")) or {}
+        man = _finetune_manifest(paths, name)
         params = man.get("params") or {}
         if params.get("public_train"):
             out["public"] = params["public_train"]
@@ -39,10 +73,16 @@ def public_figures(config: StudyConfig, paths: Paths, name: str, paired: Paired
             out["pack"] = params["pack"]
         control = next((c.name for c in config.cells
                         if c.approach == "public" and c.like == name), None)
+        matched = False
+        if control is None and params.get("public_train") and cell.approach != "public":
+            control = next((c.name for c in config.cells if c.approach == "public"
+                            and same_public_training(man, _finetune_manifest(paths, c.name))),
+                           None)
+            matched = control is not None
         if control is not None:
             test = paired(name, control, EVALUATE)
             if test is not None:
-                out["control"] = {"name": control, **test}
+                out["control"] = {"name": control, "by_records": matched, **test}
         if cell.approach == "public":
             out["control_of"] = cell.like
     lp = _json(os.path.join(paths.step(name, EVALUATE_LP), "report.json"))
@@ -70,6 +110,15 @@ def lp_shares(rows: Sequence[dict], full: str | None) -> dict[str, float]:
     return {n: (x["bleu"] - b) / gain for n, x in by.items()}
 
 
+def _control_cell(row: dict, served: dict[str, list[str]]) -> str:
+    """The "its control" column: the control's name, or for a control the cells it serves."""
+    if row.get("control"):
+        return row["control"]["name"] + (" (by records)" if row["control"].get("by_records") else "")
+    if row.get("control_of"):
+        return "the control of " + ", ".join(served.get(row["name"]) or [row["control_of"]])
+    return "–"
+
+
 def render(rows: Sequence[dict], full: str | None) -> list[str]:
     """The report's sections on public data (Markdown lines; none without such cells)."""
     lines: list[str] = []
@@ -79,6 +128,10 @@ def render(rows: Sequence[dict], full: str | None) -> list[str]:
                   "| cell | public share of target tokens | public pairs | packed examples "
                   "(from fragments) | BLEU | its control | BLEU − control | p |",
                   "|---|---:|---:|---|---:|---|---:|---:|"]
+        served: dict[str, list[str]] = {}  # control → the cells it is the control of
+        for r in rows:
+            if r.get("control"):
+                served.setdefault(r["control"]["name"], []).append(r["name"])
         for r in mixed:
             pub, pack, ctl = r.get("public") or {}, r.get("pack") or {}, r.get("control")
             packed = (f"{pack['examples']:,} ({pack['fragments']:,})" if pack else "–")
@@ -87,14 +140,22 @@ def render(rows: Sequence[dict], full: str | None) -> list[str]:
             lines.append(
                 f"| {r['name']} | {or_dash(pub.get('share'), '{:.1%}')} | "
                 f"{or_dash(pub.get('pairs'), '{:,}')} | {packed} | {or_dash(r.get('bleu'))} | "
-                f"{ctl['name'] if ctl else ('the control of ' + r['control_of'] if r.get('control_of') else '–')} | "
+                f"{_control_cell(r, served)} | "
                 f"{or_dash(diff, '{:+.2f}')} | {or_dash(ctl.get('p_value') if ctl else None, '{:.3f}')} |")
         lines += ["", "A control trains on the same public pairs alone, with the same early "
                   "stopping and cap: what a mixed cell gains over it is what it owes to the "
                   "owner's material (p: sacrebleu's paired bootstrap, the cell against its "
                   "control on the same test lines). Public pairs and packing read nothing "
                   "private: a release's guarantee and its reconstruction audit are "
-                  "unchanged.", ""]
+                  "unchanged."]
+        by_records = [r["name"] for r in mixed if (r.get("control") or {}).get("by_records")]
+        if by_records:
+            lines.append(f"By records ({', '.join(by_records)}): a control declared for "
+                         "another cell (`like`), found to be this cell's by the two runs' "
+                         "finetune records: the "
+                         "same public pairs (the same files by hash, seed, filter and count) "
+                         "and the same training rule.")
+        lines.append("")
     lp = [r for r in rows if r.get("lp")]
     if lp:
         shares = lp_shares(rows, full)

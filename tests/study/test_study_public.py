@@ -3,9 +3,12 @@ public-only control (the same public pairs, tested against each other), a packed
 a DP-SGD cell with public pairs in every batch at an unchanged ε, a composed cell (a DP
 release and public pairs, then DP-SGD) at its total ε, and every cell decoded again with a
 length penalty chosen on public validation text."""
+import copy
 import json
 
 import pytest
+
+from nmtfrag.study.public_section import same_public_training
 
 from test_study_run import _study
 from tinymodel import make_corpus, write_domain, write_parallel
@@ -53,7 +56,7 @@ name = "packed"
 approach = "phrases"
 tags = true
 pack = "public"
-public_share = 0.3
+public_share = 0.5
 [[cell]]
 name = "dp8-pub"
 approach = "dp-sgd"
@@ -117,6 +120,48 @@ def test_a_packed_cell_packs_its_release_and_says_the_guarantee_is_unchanged(stu
     pack = _train_pairs(out, "packed")["params"]["pack"]
     assert pack["lengths_from"] == "public" and pack["examples"] < pack["fragments"]
     assert rows["packed"]["pack"]["examples"] == pack["examples"]
+
+
+def test_a_packed_cell_on_the_same_public_draw_is_tested_against_that_control(study):
+    # the control is declared for len4-tag-pub (like); the packed cell drew the same
+    # public pairs under the same training rule, so its records make it its control too
+    out, rows = study
+    r = rows["packed"]
+    assert r["control"]["name"] == "ctl" and r["control"]["by_records"] is True
+    assert r["control"]["other_bleu"] == pytest.approx(rows["ctl"]["bleu"], abs=0.01)
+    assert rows["len4-tag-pub"]["control"]["by_records"] is False
+    md = (out / "report" / "report.md").read_text()
+    assert "| ctl (by records) |" in md and "the control of len4-tag-pub, packed" in md
+    assert "By records (packed)" in md
+
+
+def _perturbed(man, *path, value):
+    man = copy.deepcopy(man)
+    d = man
+    for k in path[:-1]:
+        d = d[k]
+    d[path[-1]] = value
+    return man
+
+
+def test_a_control_is_found_by_records_only_for_the_same_draw_and_training_rule(study):
+    out, _ = study
+    mixed, ctl = _train_pairs(out, "len4-tag-pub"), _train_pairs(out, "ctl")
+    assert same_public_training(mixed, ctl)
+    # the owner's material and its shaping may differ: that is what the control leaves out
+    assert same_public_training(_perturbed(mixed, "params", "pack", value={"examples": 3}),
+                                ctl)
+    assert same_public_training(_perturbed(mixed, "params", "train", value="other"), ctl)
+    # anything else is another run, not this cell's control
+    for path, value in [(("params", "lr"), 0.001), (("params", "seed"), 77),
+                        (("params", "patience"), 9), (("params", "validate_every"), 13),
+                        (("params", "public_train", "pairs"), 1),
+                        (("params", "public_train", "min_words"), 15),
+                        (("inputs_sha256", "public_src"), "0" * 64),
+                        (("inputs_sha256", "model"), "0" * 64)]:
+        assert not same_public_training(_perturbed(mixed, *path, value=value), ctl), path
+    assert not same_public_training(ctl, ctl)  # a control is no mixed cell
+    assert not same_public_training(mixed, mixed)  # a mixed cell is no control
 
 
 def test_dp_sgd_with_public_pairs_keeps_its_epsilon_and_names_them(study):
