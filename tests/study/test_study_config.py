@@ -137,7 +137,13 @@ def test_shipped_configs_parse(ws, monkeypatch):
     assert {c.approach for c in emea.cells} == {"phrases", "sentences", "dp-release", "dp-sgd",
                                                 "public", "dp-composed"}
     assert emea.cell("public-ctl").like == "len4-tag-pub"
-    assert read_config("corpora/GNOME/study.toml").full_sentence_cell == "sent"
+    gnome = read_config("corpora/GNOME/study.toml")
+    assert gnome.full_sentence_cell == "sent"
+    for config in (emea, gnome):  # every mixed cell is tested against a control of its own
+        controlled = {c.like for c in config.cells if c.approach == "public"}
+        mixed = {c.name for c in config.cells if c.approach in ("phrases", "sentences")
+                 and c.public_share and not c.pack}
+        assert mixed and mixed <= controlled, mixed - controlled
     assert read_config("corpora/demo/study.toml").cell("dp-sgd").epsilon == 8
 
 
