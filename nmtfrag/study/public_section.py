@@ -112,8 +112,9 @@ def lp_shares(rows: Sequence[dict], full: str | None) -> dict[str, float]:
 
 def _control_cell(row: dict, served: dict[str, list[str]]) -> str:
     """The "its control" column: the control's name, or for a control the cells it serves."""
-    if row.get("control"):
-        return row["control"]["name"] + (" (by records)" if row["control"].get("by_records") else "")
+    ctl = row.get("control")
+    if ctl:
+        return ctl["name"] + (" (by records)" if ctl.get("by_records") else "")
     if row.get("control_of"):
         return "the control of " + ", ".join(served.get(row["name"]) or [row["control_of"]])
     return "–"
@@ -137,11 +138,12 @@ def render(rows: Sequence[dict], full: str | None) -> list[str]:
             packed = (f"{pack['examples']:,} ({pack['fragments']:,})" if pack else "–")
             diff = (r["bleu"] - ctl["other_bleu"]) if ctl and r.get("bleu") is not None \
                 and ctl.get("other_bleu") is not None else None
+            p_value = ctl.get("p_value") if ctl else None
             lines.append(
                 f"| {r['name']} | {or_dash(pub.get('share'), '{:.1%}')} | "
                 f"{or_dash(pub.get('pairs'), '{:,}')} | {packed} | {or_dash(r.get('bleu'))} | "
                 f"{_control_cell(r, served)} | "
-                f"{or_dash(diff, '{:+.2f}')} | {or_dash(ctl.get('p_value') if ctl else None, '{:.3f}')} |")
+                f"{or_dash(diff, '{:+.2f}')} | {or_dash(p_value, '{:.3f}')} |")
         lines += ["", "A control trains on the same public pairs alone, with the same early "
                   "stopping and cap: what a mixed cell gains over it is what it owes to the "
                   "owner's material (p: sacrebleu's paired bootstrap, the cell against its "
@@ -164,8 +166,9 @@ def render(rows: Sequence[dict], full: str | None) -> list[str]:
                   "full gain | BLEU without |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for r in lp:
             x = r["lp"]
+            star = "*" if (x.get("p_bleu") or 1) < 0.05 else ""
             lines.append(f"| {r['name']} | {or_dash(x.get('lenpen'), '{:g}')} | "
-                         f"{or_dash(x.get('bleu'))}{'*' if (x.get('p_bleu') or 1) < 0.05 else ''} | "
+                         f"{or_dash(x.get('bleu'))}{star} | "
                          f"{or_dash(x.get('chrf'), '{:.1f}')} | "
                          f"{or_dash(x.get('length_ratio'), '{:.3f}')} | "
                          f"{or_dash(x.get('brevity_penalty'), '{:.3f}')} | "
