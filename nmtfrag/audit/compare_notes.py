@@ -120,7 +120,8 @@ def exposure_floor_notes(rows: Sequence[dict]) -> list[str]:
                  if floor is not None and v <= floor and k not in exact]
         if below:
             s = r.get("exposure_samples")
-            noisy.append(f"{r['name']} (r=0: {floor:.2f} bits ≥ r={', r='.join(sorted(below, key=int))}"
+            repeats = ", r=".join(sorted(below, key=int))
+            noisy.append(f"{r['name']} (r=0: {floor:.2f} bits ≥ r={repeats}"
                          + (f"; {s} samples, about {math.log2(s):.1f} bits resolved"
                             if s else "") + ")")
     if not noisy:

@@ -57,8 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                 "else --device); e.g. cpu where CTranslate2 lacks its CUDA "
                                 "libraries")
             s.add_argument("--cell", action="append", metavar="NAME",
-                           help="run only this cell (repeatable; the baseline always runs; cells run in "
-                                "the config's order, whatever the order given here)")
+                           help="run only this cell (repeatable; the baseline always runs; "
+                                "cells run in the config's order, whatever the order given "
+                                "here)")
         if name == "import":
             s.add_argument("--from", dest="source", required=True, metavar="OTHER",
                            help="the study directory the cells ran in (same config)")
