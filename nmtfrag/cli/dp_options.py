@@ -49,6 +49,11 @@ def _add_public(g: opt.OptionGroup) -> None:
     g.add_argument("--dp-public-weight", type=ct.positive_float, default=1.0, metavar="W",
                    help="weight of a public pair against a private one in the update's "
                         "mean (default %(default)s)")
+    g.add_argument("--dp-public-only", action="store_true",
+                   help="NOT PRIVATE, a control: the planned steps with their public pairs "
+                        "alone (no owner pair joins a logical batch, σ = 0, the same update "
+                        "divisor): what a run with --dp-public-train owes to its public "
+                        "pairs; no certificate")
 
 
 def _add_guarantee(g: opt.OptionGroup) -> None:
@@ -260,4 +265,4 @@ def config_from_args(args: argparse.Namespace) -> DPConfig:
                       else getattr(args, "warmup_updates", 0) or 0),
         simulate_batch=args.dp_simulate_batch, control=args.dp_control,
         public_train=args.dp_public_train, public_batch=args.dp_public_batch,
-        public_weight=args.dp_public_weight)
+        public_weight=args.dp_public_weight, public_only=args.dp_public_only)

@@ -62,6 +62,7 @@ class DPConfig:
     public_train: Optional[str] = None
     public_batch: int = 0
     public_weight: float = 1.0
+    public_only: bool = False                  # the public pairs alone: a control, σ = 0
 
     def __post_init__(self) -> None:
         """Left out, the rate and the length of the run are the default recipe's
@@ -109,6 +110,12 @@ class DPConfig:
                              "(public pairs per logical batch)")
         if self.public_batch < 0 or not self.public_weight > 0:
             raise InputError("--dp-public-batch must be ≥ 1 and --dp-public-weight > 0")
+        if self.public_only and not self.public_train:
+            raise InputError("--dp-public-only needs --dp-public-train and --dp-public-batch "
+                             "(the public pairs the control trains on alone)")
+        if self.public_only and (self.control or self.simulate_batch is not None):
+            raise InputError("--dp-public-only is a control of its own: not with "
+                             "--dp-control or --dp-simulate-batch")
         if self.unit == "document" and self.dedup:
             raise InputError("--dedup with --privacy-unit document: a document is the "
                              "unit, so its repeated pairs are already protected with it")

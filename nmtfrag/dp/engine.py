@@ -307,8 +307,10 @@ def announce(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSe
     if setup.smaller:
         print(f"DP-SGD: {setup.smaller}", file=sys.stderr)
     if not config.mode.private:
-        print(f"{simulate.NOT_PRIVATE[config.mode.value]}: trains with σ={plan.train_sigma:.4f}, "
-              f"logical batch {round(plan.train_segments[0][1])}", file=sys.stderr)
+        batch = ("its public pairs alone (no owner pair)" if config.public_only
+                 else f"logical batch {round(plan.train_segments[0][1])}")
+        print(f"{simulate.NOT_PRIVATE[simulate.label_key(config)]}: trains with "
+              f"σ={plan.train_sigma:.4f}, {batch}", file=sys.stderr)
 
 
 def write_trained_model(model: torch.nn.Module, config: DPConfig, layout: WorkLayout, md: ModelDir,

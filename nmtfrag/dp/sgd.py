@@ -467,7 +467,8 @@ def train_dp(model: torch.nn.Module, dataset: LanguagePairDataset, *, steps: int
              divisor_units: int | None = None,
              checkpointer: resume.Checkpointer | None = None,
              warmup_steps: int = 0, clip_mode: str = "clip", loss: str = "sum",
-             allow_zero_noise: bool = False, public: PublicBatches | None = None
+             allow_zero_noise: bool = False, public: PublicBatches | None = None,
+             public_only: bool = False
              ) -> tuple[list[dict], list[tuple[float, float, int]], DPSGD]:
     """Run `steps` noisy steps; the logical batch of step t is Poisson with rate
     `rate_of_step(t)` over the privacy units: dataset rows, or the groups of rows in
@@ -485,7 +486,11 @@ def train_dp(model: torch.nn.Module, dataset: LanguagePairDataset, *, steps: int
     gradient to norm < C (nmtfrag.dp.clipping.normalize_factors); `loss` "mean" trains
     on each pair's mean token loss instead of its sum; `allow_zero_noise` permits σ = 0
     (the noise-free control, not private); `public`: public pairs joining every logical
-    batch, unclipped and noise-free (PublicBatches, DPSGD.add_public)."""
+    batch, unclipped and noise-free (PublicBatches, DPSGD.add_public); `public_only`: no
+    private pair joins a batch (the public-only control: needs `public` and σ = 0), the
+    update divided as in the run with them."""
+    if public_only and (public is None or noise_multiplier != 0):
+        raise InputError("a public-only control needs public pairs and σ = 0")
     seed = resolve_seed(seed)
     n = len(units) if units is not None else len(dataset)
     m = n if divisor_units is None else divisor_units
@@ -519,7 +524,9 @@ def train_dp(model: torch.nn.Module, dataset: LanguagePairDataset, *, steps: int
             q = rate_of_step(t)
             dp.expected_batch_size = q * m
             t0 = time.time()
-            idx = poisson_indices(n, q, rng)
+            idx = poisson_indices(n, q, rng)  # drawn in a control too: the same generators
+            if public_only:
+                idx = idx[:0]
             if units is None:
                 for chunk in physical_batches(idx, physical_batch, sizes,
                                               max_tokens)[rank::world]:

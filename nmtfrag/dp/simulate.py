@@ -13,6 +13,10 @@ Why a control: the same schedule with clipping but σ = 0 separates what clippin
 few steps cost from what the noise costs (the study table shows both). With
 --dp-simulate-batch it runs the planned steps on batches of B_SIM: zero noise per averaged
 gradient, like the full-size control, at the simulation's cost.
+
+Why a public-only control: a run with public pairs in every logical batch
+(--dp-public-train) may owe its gain to them alone; the same steps with the public pairs
+alone (no owner pair, σ = 0, the same update divisor) say how much.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ class PlannedRun(Protocol):
     imports this module: a protocol keeps the two apart)."""
     simulate_batch: int | None
     control: bool
+    public_only: bool
     batch_schedule: str | None
     delta: float
     accountant: str
@@ -50,7 +55,8 @@ class RunMode(str, Enum):
 
 
 NOT_PRIVATE = {"simulation": "simulation: not private",
-               "control": "noise-free control: not private"}
+               "control": "noise-free control: not private",
+               "public-only control": "public-only control: not private"}
 WHY = {"simulation": "a simulation of a planned DP run (Sander et al. 2023): batches of "
                      "{b_sim} with noise multiplier {sigma_sim:.4g} = σ·{b_sim}/{b}, the "
                      "noise per averaged gradient of the planned run; that noise gives "
@@ -60,7 +66,11 @@ WHY = {"simulation": "a simulation of a planned DP run (Sander et al. 2023): bat
        "simulated control": "the planned number of steps with per-unit clipping but no "
                             "noise (σ = 0), on batches of {b_sim} instead of {b} (zero "
                             "noise per averaged gradient either way, as in the "
-                            "simulation): no guarantee at all, so no certificate"}
+                            "simulation): no guarantee at all, so no certificate",
+       "public-only control": "the planned DP schedule's public pairs alone: no owner pair "
+                              "joins a logical batch and σ = 0, the update divided as in "
+                              "the run with them; what that run owes to its public pairs, "
+                              "so no certificate"}
 
 
 def public_randomness(seed: Seed, not_private: dict[str, Any] | None) -> dict[str, Any]:
@@ -87,9 +97,22 @@ def check(config: PlannedRun) -> None:
 
 def mode(config: PlannedRun) -> RunMode:
     """Private, simulation or control (DPConfig.mode)."""
-    if config.control:  # with --dp-simulate-batch too: a control on smaller batches
-        return RunMode.CONTROL
+    if config.control or config.public_only:  # with --dp-simulate-batch too: a control
+        return RunMode.CONTROL                # on smaller batches
     return RunMode.SIMULATION if config.simulate_batch is not None else RunMode.PRIVATE
+
+
+def kind(config: PlannedRun) -> str:
+    """Which run that is not private this is (WHY's key)."""
+    if config.public_only:
+        return "public-only control"
+    m = mode(config)
+    return "simulated control" if m is RunMode.CONTROL and config.simulate_batch else m.value
+
+
+def label_key(config: PlannedRun) -> str:
+    """NOT_PRIVATE's key: the mode, or the public-only control."""
+    return "public-only control" if config.public_only else mode(config).value
 
 
 def training_noise(config: PlannedRun, sigma: float, segments: list[PlanSegment],
@@ -117,9 +140,8 @@ def record(config: PlannedRun, sigma: float, segments: list[PlanSegment], steps:
     m = mode(config)
     b = segments[0][1]
     b = round(b) if isinstance(b, float) else b  # q·ñ of a fixed-rate plan, expected
-    why = ("simulated control" if m is RunMode.CONTROL and config.simulate_batch
-           else m.value)
-    rec = {"mode": m.value, "not_private": NOT_PRIVATE[m.value],
+    why = kind(config)
+    rec = {"mode": m.value, "not_private": NOT_PRIVATE[label_key(config)],
            "why": WHY[why].format(b=b, b_sim=config.simulate_batch, sigma_sim=train_sigma),
            "planned": {"noise_multiplier": sigma, "logical_batch": b,
                        "batch_schedule": config.batch_schedule, "steps": steps,

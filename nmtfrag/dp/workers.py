@@ -134,7 +134,8 @@ def train(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSetup
         warmup_steps=config.warmup_steps, clip_mode=config.clip_mode, loss=config.loss,
         allow_zero_noise=config.mode is RunMode.CONTROL,
         public=(PublicBatches(public_ds, config.public_batch, config.public_weight)
-                if public_ds is not None else None))
+                if public_ds is not None else None),
+        public_only=config.public_only)
     try:
         records, history = run_training(setup.model, train_ds, units, train_kwargs,
                                         world_size=job.world_size, device=device,

@@ -2,7 +2,9 @@
 gradient reads nothing private), the certificate names them by hash, the model moves
 differently, and the public pairs of a step depend on the step alone (a resumed run takes
 the same ones)."""
+import glob
 import json
+import os
 
 import numpy as np
 import pytest
@@ -44,6 +46,42 @@ def test_public_pairs_leave_epsilon_unchanged_and_are_named_in_the_certificate(
     steps = [json.loads(ln) for ln in
              (root / "mixed" / "owner" / "train.log").read_text().splitlines() if ln.strip()]
     assert all(s["public_weight"] == pytest.approx(5.0) for s in steps)
+
+
+def test_a_public_only_control_trains_on_its_public_pairs_and_no_owner_pair(
+        tiny_dir, tmp_path, capsys):
+    """--dp-public-only: the planned steps with the public pairs alone (σ = 0, no private
+    signal), so other owner pairs of the same count give the same weights; no
+    certificate, and the manifest says why."""
+    root, base = tiny_dir
+    write_parallel(make_corpus(200, seed=33, min_len=5, max_len=12), str(tmp_path / "public"))
+    other = write_parallel(make_corpus(120, seed=77), str(tmp_path / "other"))
+    pub = ("--dp-public-train", str(tmp_path / "public"), "--dp-public-batch", "10")
+    assert main(_argv(root, base, "ctl-a", *DP, *pub, "--dp-public-only")) == 0
+    assert "public-only control: not private" in capsys.readouterr().err
+    argv = _argv(root, base, "ctl-b", *DP, *pub, "--dp-public-only")
+    at = argv.index("--train")
+    argv[at + 1:at + 3] = list(other)
+    assert main(argv) == 0
+    assert main(_argv(root, base, "mixed", *DP, *pub)) == 0
+    steps = [json.loads(ln) for ln in
+             (root / "ctl-a" / "owner" / "train.log").read_text().splitlines() if ln.strip()]
+    assert len(steps) == 3
+    assert all(s["signal_norm"] == 0 and s["noise_norm"] == 0 and s["public_norm"] > 0
+               for s in steps)
+    a = load_state(str(root / "ctl-a" / "model.pt"))["model"]
+    b = load_state(str(root / "ctl-b" / "model.pt"))["model"]
+    m = load_state(str(root / "mixed" / "model.pt"))["model"]
+    start = load_state(sorted(glob.glob(os.path.join(base, "model*.pt")))[0])
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert any(not torch.equal(a[k], m[k]) for k in a)
+    assert any(not torch.equal(a[k], start["model"][k]) for k in a)  # the public pairs moved it
+    assert not (root / "ctl-a" / "privacy.json").exists()
+    man = json.loads((root / "ctl-a" / "manifest.json").read_text())
+    assert man["not_private"]["not_private"] == "public-only control: not private"
+    assert "public pairs alone" in man["not_private"]["why"]
+    assert main(_argv(root, base, "bad", *DP, "--dp-public-only")) == 2
+    assert "--dp-public-only needs --dp-public-train" in capsys.readouterr().err
 
 
 def test_public_options_go_together_and_only_with_dp(tiny_dir, tmp_path, capsys):
