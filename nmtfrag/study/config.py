@@ -458,14 +458,17 @@ def _check_public(w: _Where, where: str, c: Cell, data: Data) -> None:
 
 
 def _check_control(w: _Where, c: Cell, cells: tuple[Cell, ...]) -> None:
-    """A public control names the mixed cell whose public pairs it trains on alone."""
+    """A public control names the mixed cell whose public pairs it trains on alone: by
+    its training rule (early stopping, a DP release's fixed passes, a composed cell's warm
+    start) or, beside DP-SGD, its planned steps' public pairs (nmtfrag.study.plan)."""
     where = f"cell {c.name!r}: like"
     like = next((x for x in cells if x.name == c.like), None)
     if like is None:
         raise w.error(where, f"the name of a mixed cell of this config, got {c.like!r}")
-    if like.approach not in ("phrases", "sentences") or not like.public_share:
-        raise w.error(where, f"cell {c.like!r} trains on no public pairs (public_share) "
-                      f"with early stopping: nothing to control for")
+    mixed = (like.public_batch if like.approach == "dp-sgd" else like.public_share)
+    if not mixed:
+        raise w.error(where, f"cell {c.like!r} trains on no public pairs (public_share, or "
+                      f"public_batch for dp-sgd): nothing to control for")
     if like.pack:
         raise w.error(where, f"cell {c.like!r} packs its release: its public draw is sized "
                       f"by the packed examples, which a control without the release cannot "

@@ -143,15 +143,19 @@ class Planner:
 
     # ----------------------------------------------------------------- cells
     def release_cells(self, chosen: list[str]) -> list[str]:
-        """The phrase cells whose releases `chosen` needs, in the order they are made: the
-        first phrase cell's (its alignment is every other's), the chosen ones', and those
-        of the mixed cells a public control trains like (its public draw is sized by that
+        """The cells whose releases `chosen` needs made before the cells run, in the
+        order they are made: the first phrase cell's (its alignment is every other's),
+        the chosen phrase cells', and those of the mixed cells a public control trains
+        like (its public draw is sized by that release: a phrase, DP or composed
         release). Only the release step of a cell not chosen is made."""
-        needed = set(chosen) | {self.c.cell(n).like for n in chosen
-                                if n != BASELINE and self.c.cell(n).approach == "public"}
-        cells = [c.name for c in self.c.cells if c.name in needed and c.approach == "phrases"]
+        likes = {self.c.cell(n).like for n in chosen
+                 if n != BASELINE and self.c.cell(n).approach == "public"}
+        cells = [c.name for c in self.c.cells
+                 if (c.name in chosen and c.approach == "phrases")
+                 or (c.name in likes and c.approach in RELEASE_APPROACHES)]
         first = self.first_phrase_cell()
-        return ([first] if cells and first is not None else []) + \
+        phrases = any(self.c.cell(n).approach == "phrases" for n in cells)
+        return ([first] if phrases and first is not None else []) + \
             [n for n in cells if n != first]
 
     def plan(self, name: str) -> CellPlan:
@@ -309,10 +313,18 @@ class Planner:
 
     def _control(self, cell: Cell) -> Step:
         """The public control: its like-cell's training with the public pairs alone (the
-        same draw, the same early stopping, the same cap)."""
-        like = self._finetune(self.c.cell(cell.like))
-        return Step(cell.name, FINETUNE, self.p.step(cell.name, FINETUNE),
-                    like.argv + ("--public-only",), resumable=True)
+        same draw, the same early stopping or fixed passes, the same cap); of a composed
+        cell, its warm start's (where its public pairs are); of DP-SGD with public pairs,
+        the planned steps with those pairs alone (--dp-public-only: no owner pair, σ 0)."""
+        like = self.c.cell(cell.like)
+        if like.approach == "dp-sgd":
+            argv = self._finetune(like).argv + ("--dp-public-only",)
+        elif like.approach == "dp-composed":
+            argv = self._warm_start(like).argv + ("--public-only",)
+        else:
+            argv = self._finetune(like).argv + ("--public-only",)
+        return Step(cell.name, FINETUNE, self.p.step(cell.name, FINETUNE), argv,
+                    resumable=True)
 
     def _decoder(self, checkpoint: str | None) -> list[str]:
         """The decoding options every evaluation of the study shares."""

@@ -69,6 +69,8 @@ def public_figures(config: StudyConfig, paths: Paths, name: str, paired: Paired
         params = man.get("params") or {}
         if params.get("public_train"):
             out["public"] = params["public_train"]
+        elif params.get("dp_public"):  # DP-SGD: public pairs in every logical batch
+            out["public"] = {"per_step": params["dp_public"].get("pairs_per_step")}
         if params.get("pack"):
             out["pack"] = params["pack"]
         control = next((c.name for c in config.cells
@@ -136,16 +138,20 @@ def render(rows: Sequence[dict], full: str | None) -> list[str]:
         for r in mixed:
             pub, pack, ctl = r.get("public") or {}, r.get("pack") or {}, r.get("control")
             packed = (f"{pack['examples']:,} ({pack['fragments']:,})" if pack else "–")
+            pairs = (f"{pub['per_step']:,} a step" if pub.get("per_step")
+                     else or_dash(pub.get("pairs"), "{:,}"))
             diff = (r["bleu"] - ctl["other_bleu"]) if ctl and r.get("bleu") is not None \
                 and ctl.get("other_bleu") is not None else None
             p_value = ctl.get("p_value") if ctl else None
             lines.append(
                 f"| {r['name']} | {or_dash(pub.get('share'), '{:.1%}')} | "
-                f"{or_dash(pub.get('pairs'), '{:,}')} | {packed} | {or_dash(r.get('bleu'))} | "
+                f"{pairs} | {packed} | {or_dash(r.get('bleu'))} | "
                 f"{_control_cell(r, served)} | "
                 f"{or_dash(diff, '{:+.2f}')} | {or_dash(p_value, '{:.3f}')} |")
-        lines += ["", "A control trains on the same public pairs alone, with the same early "
-                  "stopping and cap: what a mixed cell gains over it is what it owes to the "
+        lines += ["", "A control trains on the same public pairs alone, by the same rule "
+                  "(early stopping and cap, a DP release's fixed passes, a composed cell's "
+                  "warm start, or DP-SGD's planned steps with no owner pair and no noise): "
+                  "what a mixed cell gains over it is what it owes to the "
                   "owner's material (p: sacrebleu's paired bootstrap, the cell against its "
                   "control on the same test lines). Public pairs and packing read nothing "
                   "private: a release's guarantee and its reconstruction audit are "

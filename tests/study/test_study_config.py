@@ -141,8 +141,8 @@ def test_shipped_configs_parse(ws, monkeypatch):
     assert gnome.full_sentence_cell == "sent"
     for config in (emea, gnome):  # every mixed cell is tested against a control of its own
         controlled = {c.like for c in config.cells if c.approach == "public"}
-        mixed = {c.name for c in config.cells if c.approach in ("phrases", "sentences")
-                 and c.public_share and not c.pack}
+        mixed = {c.name for c in config.cells if (c.public_share or c.public_batch)
+                 and not c.pack}
         assert mixed and mixed <= controlled, mixed - controlled
     assert read_config("corpora/demo/study.toml").cell("dp-sgd").epsilon == 8
 
@@ -205,6 +205,63 @@ def test_a_dp_sgd_cell_follows_its_plan(ws):
     assert "--patience" not in argv and "--max-epochs" not in argv and "--seed" not in argv
     assert "--no-validation" in argv and "--valid-src" not in argv  # reads none
     assert argv[-2:] == ["--dp-steps", "3"]
+
+
+DP_CONTROLS = """
+[[cell]]
+name = "rel8-pub"
+approach = "dp-release"
+epsilon = 8
+public_share = 0.5
+[[cell]]
+name = "dp8-pub"
+approach = "dp-sgd"
+epsilon = 8
+public_batch = 50
+options = ["--dp-steps", "3"]
+[[cell]]
+name = "comp8"
+approach = "dp-composed"
+epsilon = 8
+release_epsilon = 4
+public_share = 0.5
+[[cell]]
+name = "ctl-rel8"
+approach = "public"
+like = "rel8-pub"
+[[cell]]
+name = "ctl-dp8"
+approach = "public"
+like = "dp8-pub"
+[[cell]]
+name = "ctl-comp8"
+approach = "public"
+like = "comp8"
+"""
+
+
+def test_a_dp_cell_with_public_pairs_has_a_control_trained_by_its_rule(ws):
+    """The control of a DP release is its fixed passes over the public pairs alone, of a
+    composed cell its warm start's, of DP-SGD its planned steps with the public pairs
+    alone (--dp-public-only); a DP like's release is made before the cells run (it sizes
+    the public draw); a DP-SGD cell without public pairs has nothing to control for."""
+    text = GOOD.replace('public_align = "{d}/public"',
+                        'public_align = "{d}/public"\npublic_train = "{d}/public"')
+    config = read_config(write(ws, text + DP_CONTROLS))
+    planner = Planner(config, str(ws / "OUT"))
+    ctl = {n: list(planner.plan(n).step(FINETUNE).argv) for n in ("ctl-rel8", "ctl-dp8",
+                                                                   "ctl-comp8")}
+    assert ctl["ctl-rel8"] == list(planner.plan("rel8-pub").step(FINETUNE).argv) + [
+        "--public-only"]
+    assert ctl["ctl-dp8"] == list(planner.plan("dp8-pub").step(FINETUNE).argv) + [
+        "--dp-public-only"]
+    assert ctl["ctl-comp8"] == list(planner.plan("comp8").step("warm-start").argv) + [
+        "--public-only"]
+    assert planner.release_cells(["ctl-rel8", "ctl-comp8", "ctl-dp8"]) == ["rel8-pub", "comp8"]
+    assert planner.release_cells(["ctl-rel8", "len4-tag"]) == ["len4-tag", "rel8-pub"]
+    bad = text + DP_CONTROLS.replace('like = "dp8-pub"', 'like = "dp8"')
+    with pytest.raises(InputError, match="cell 'ctl-dp8': like.*public_batch"):
+        read_config(write(ws, bad, "bad.toml"))
 
 
 def test_a_gpu_machine_can_decode_on_its_cpu_and_the_report_names_it(ws):

@@ -76,6 +76,14 @@ passes = 1
 public_share = 0.5
 seeded = true
 options = ["--dp-steps", "2", "--allow-few-units", "--sample-rate", "0.2"]
+[[cell]]
+name = "dp8-ctl"
+approach = "public"
+like = "dp8-pub"
+[[cell]]
+name = "composed-ctl"
+approach = "public"
+like = "composed"
 """
 
 
@@ -198,3 +206,26 @@ def test_a_composed_cell_spends_its_total_epsilon_over_release_and_training(stud
     assert rows["composed"]["epsilon_stated"] == pytest.approx(8, rel=0.02)
     assert "then DP-SGD" in rows["composed"]["approach"]
     assert rows["composed"]["reconstruction"]["max_len"] == 4
+
+
+def test_dp_cells_with_public_pairs_are_tested_against_their_public_only_controls(study):
+    """DP-SGD's control runs its planned steps on the public pairs alone (no owner pair,
+    no noise, no certificate); the composed cell's is its warm start on the public pairs
+    alone; both are tested against their cell on the same test lines."""
+    out, rows = study
+    ctl = _train_pairs(out, "dp8-ctl")
+    assert ctl["not_private"]["not_private"] == "public-only control: not private"
+    log = (out / "cells" / "dp8-ctl" / "finetune" / "owner" / "train.log").read_text()
+    steps = [json.loads(ln) for ln in log.splitlines() if ln.strip()]
+    assert len(steps) == 2 and all(s["signal_norm"] == 0 and s["noise_norm"] == 0
+                                   for s in steps)
+    assert not (out / "cells" / "dp8-ctl" / "finetune" / "privacy.json").exists()
+    comp = _train_pairs(out, "composed-ctl")["params"]["public_train"]
+    warm = json.loads((out / "cells" / "composed" / "warm-start" / "manifest.json").read_text())
+    assert comp["only"] is True and comp["pairs"] == warm["params"]["public_train"]["pairs"]
+    for cell, control in (("dp8-pub", "dp8-ctl"), ("composed", "composed-ctl")):
+        assert rows[cell]["control"]["name"] == control
+        assert rows[cell]["control"]["p_value"] is not None
+    md = (out / "report" / "report.md").read_text()
+    assert "| dp8-pub | – | 20 a step |" in md
+    assert "sized by the owner's release or DP-SGD's plan" in rows["dp8-ctl"]["privacy"]
