@@ -233,7 +233,7 @@ def open_output(job: FineTuneJob, config: DPConfig, md: ModelDir, sources: Train
     if job.resume and not config.accountant_given:  # the interrupted run's accountant
         config.accountant = resume.saved_accountant(out) or config.accountant
     resume.prepare(out, resume.run_identity(config, job, hashes), job.resume,
-                   job.overwrite)
+                   job.overwrite, resume.setting_defaults(config))
     return out, hashes
 
 

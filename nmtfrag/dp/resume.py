@@ -100,15 +100,31 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def identity_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
-    """['name: was X, now Y', …] for every setting or input that differs."""
+def setting_defaults(config: RunSettings) -> dict[str, Any]:
+    """{'config.NAME': default} of the settings with a plain default (what a run saved
+    before the setting existed behaved as)."""
+    import dataclasses
+
+    return {f"config.{f.name}": f.default for f in dataclasses.fields(config)
+            if f.default is not dataclasses.MISSING}
+
+
+def identity_differences(saved: Mapping[str, Any], now: Mapping[str, Any],
+                         defaults: Mapping[str, Any] | None = None) -> list[str]:
+    """['name: was X, now Y', …] for every setting or input that differs. A setting the
+    saved run does not name (added to the code since) is the same when it now holds its
+    default, in `defaults` (setting_defaults)."""
     a, b = _flatten(saved), _flatten(now)
+    defaults = defaults or {}
     return [f"{k}: was {a.get(k)!r}, now {b.get(k)!r}"
-            for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+            for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
+            and not (k not in a and k in defaults and b.get(k) == defaults[k])]
 
 
-def check_resumable(out: str, identity: Mapping[str, Any]) -> None:
-    """Refuse `--resume` without an interrupted run in `out`, or with other settings."""
+def check_resumable(out: str, identity: Mapping[str, Any],
+                    defaults: Mapping[str, Any] | None = None) -> None:
+    """Refuse `--resume` without an interrupted run in `out`, or with other settings
+    (identity_differences, `defaults` for settings added since)."""
     import json
 
     from ..fileio import MANIFEST
@@ -121,7 +137,7 @@ def check_resumable(out: str, identity: Mapping[str, Any]) -> None:
                          "--dp-save-every steps)")
     with open(identity_path(out), encoding="utf-8") as f:
         saved = json.load(f)
-    diff = identity_differences(saved, json.loads(json.dumps(identity)))
+    diff = identity_differences(saved, json.loads(json.dumps(identity)), defaults)
     if diff:
         raise InputError(f"{out}: --resume with other settings than the interrupted run "
                          f"({'; '.join(diff)}); resume with the same ones, or start "
@@ -194,12 +210,14 @@ def discard(out: str) -> None:
             os.unlink(p)
 
 
-def prepare(out: str, identity: Mapping[str, Any], resuming: bool, overwrite: bool) -> None:
+def prepare(out: str, identity: Mapping[str, Any], resuming: bool, overwrite: bool,
+            defaults: Mapping[str, Any] | None = None) -> None:
     """Before training: check a resume against the interrupted run, or start afresh
-    (refusing to drop an interrupted run without --overwrite) and record the identity."""
+    (refusing to drop an interrupted run without --overwrite) and record the identity;
+    `defaults`: of the settings (setting_defaults), for a run saved before one existed."""
     _remove_partial_saves(out)
     if resuming:
-        check_resumable(out, identity)
+        check_resumable(out, identity, defaults)
         return
     refuse_unfinished(out, overwrite)
     discard(out)

@@ -104,6 +104,24 @@ def test_identity_differences_name_each_setting():
     assert resume.identity_differences(a, b) == [
         "config.lr: was 1, now 2", "config.params.kind: was 'all', now 'lora'"]
     assert resume.identity_differences(a, a) == []
+    # a setting added to the code since the run was saved: the same at its default only
+    c = {**a, "config": {**a["config"], "public_only": False}}
+    assert resume.identity_differences(a, c, {"config.public_only": False}) == []
+    assert resume.identity_differences(a, c) == [
+        "config.public_only: was None, now False"]
+    d = {**a, "config": {**a["config"], "public_only": True}}
+    assert resume.identity_differences(a, d, {"config.public_only": False}) == [
+        "config.public_only: was None, now True"]
+    assert resume.identity_differences(c, a, {"config.public_only": False}) == [
+        "config.public_only: was False, now None"]
+
+
+def test_setting_defaults_are_the_configs_plain_defaults():
+    from nmtfrag.dp.config import DPConfig
+
+    defaults = resume.setting_defaults(DPConfig(delta=1e-5, target_epsilon=8.0))
+    assert defaults["config.public_only"] is False and defaults["config.public_batch"] == 0
+    assert "config.delta" not in defaults  # no default: always named
 
 
 # --- a run stopped by SIGINT/SIGTERM saves its last whole step (issue 31, item 6) --------
