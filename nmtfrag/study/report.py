@@ -110,6 +110,8 @@ def training_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, 
     if name == BASELINE:
         return {}
     cell = config.cell(name)
+    # a public control trains by its like-cell's rule (a composed cell's: its warm start)
+    rule = config.cell(cell.like) if cell.approach == "public" else cell
     ft = paths.step(name, FINETUNE)
     man = _json(os.path.join(ft, "manifest.json")) or {}
     state = read_state(paths, name)
@@ -117,7 +119,7 @@ def training_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, 
     out: dict[str, Any] = {
         "cpu_hours_training": (steps.get(FINETUNE) or {}).get("cpu_seconds", 0) / 3600,
         "cpu_hours_cell": sum(s.get("cpu_seconds", 0) for s in steps.values()) / 3600}
-    if cell.approach in ("dp-sgd", "dp-composed"):
+    if rule.approach == "dp-sgd" or cell.approach == "dp-composed":
         owner = _json(os.path.join(ft, "owner", "manifest.json")) or {}
         log = os.path.join(ft, "owner", "train.log")
         rates = _dp_rates(log)
@@ -129,8 +131,8 @@ def training_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, 
     tgt = ((man.get("counts") or {}).get("train") or {}).get("tgt_tokens")
     epochs, updates = result.get("epochs_completed"), result.get("num_updates")
     cap_e, cap_u = params.get("max_epochs"), params.get("max_updates")
-    if cell.approach == "dp-release":
-        ended = f"fixed plan ({_passes(cell.passes)}, last checkpoint)"
+    if rule.approach in ("dp-release", "dp-composed"):
+        ended = f"fixed plan ({_passes(rule.passes)}, last checkpoint)"
     elif ended_at_cap(updates, epochs, cap_u, cap_e):
         ended = "at its cap"
     elif updates is not None:

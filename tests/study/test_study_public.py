@@ -229,3 +229,5 @@ def test_dp_cells_with_public_pairs_are_tested_against_their_public_only_control
     md = (out / "report" / "report.md").read_text()
     assert "| dp8-pub | – | 20 a step |" in md
     assert "sized by the owner's release or DP-SGD's plan" in rows["dp8-ctl"]["privacy"]
+    assert rows["dp8-ctl"]["ended"] == "its DP plan" and rows["dp8-ctl"]["updates"] == 2
+    assert rows["composed-ctl"]["ended"].startswith("fixed plan (1 pass")
