@@ -175,9 +175,11 @@ def public_manifest(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: 
         "kind": MODEL_KIND, "dp": not not_private,
         **({"not_private": not_private} if not_private else {}),
         "model_files": model_files(job.src_lang, job.tgt_lang),
-        "shareable": ("nothing: " + not_private["not_private"] + " (planned on, and but "
-                      "for a public-only control trained on, the private data with no "
-                      "guarantee); keep all of it with the owner"
+        "shareable": ("nothing: " + not_private["not_private"] + (
+                          " (planned on the private data with no guarantee)"
+                          if config.public_only else
+                          " (trained on the private data with no guarantee)")
+                      + "; keep all of it with the owner"
                       if not_private else "every file here except owner/"),
         "owner_only": [f"{OWNER_DIR}/{MANIFEST}", f"{OWNER_DIR}/train.log"],
         "params": params, "privacy": privacy,

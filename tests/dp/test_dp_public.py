@@ -63,7 +63,7 @@ def test_a_public_only_control_trains_on_its_public_pairs_and_no_owner_pair(
     at = argv.index("--train")
     argv[at + 1:at + 3] = list(other)
     assert main(argv) == 0
-    assert main(_argv(root, base, "mixed", *DP, *pub)) == 0
+    assert main(_argv(root, base, "mixed-pub", *DP, *pub)) == 0
     steps = [json.loads(ln) for ln in
              (root / "ctl-a" / "owner" / "train.log").read_text().splitlines() if ln.strip()]
     assert len(steps) == 3
@@ -71,7 +71,7 @@ def test_a_public_only_control_trains_on_its_public_pairs_and_no_owner_pair(
                for s in steps)
     a = load_state(str(root / "ctl-a" / "model.pt"))["model"]
     b = load_state(str(root / "ctl-b" / "model.pt"))["model"]
-    m = load_state(str(root / "mixed" / "model.pt"))["model"]
+    m = load_state(str(root / "mixed-pub" / "model.pt"))["model"]
     start = load_state(sorted(glob.glob(os.path.join(base, "model*.pt")))[0])
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert any(not torch.equal(a[k], m[k]) for k in a)
@@ -80,6 +80,7 @@ def test_a_public_only_control_trains_on_its_public_pairs_and_no_owner_pair(
     man = json.loads((root / "ctl-a" / "manifest.json").read_text())
     assert man["not_private"]["not_private"] == "public-only control: not private"
     assert "public pairs alone" in man["not_private"]["why"]
+    assert man["shareable"].startswith("nothing: public-only control: not private (planned on")
     assert main(_argv(root, base, "bad", *DP, "--dp-public-only")) == 2
     assert "--dp-public-only needs --dp-public-train" in capsys.readouterr().err
 
