@@ -69,8 +69,9 @@ WHY = {"simulation": "a simulation of a planned DP run (Sander et al. 2023): bat
                             "simulation): no guarantee at all, so no certificate",
        "public-only control": "the planned DP schedule's public pairs alone: no owner pair "
                               "joins a logical batch and σ = 0, the update divided as in "
-                              "the run with them; what that run owes to its public pairs, "
-                              "so no certificate"}
+                              "the run with them (by its plan's expected batch: an "
+                              "unseeded plan's noisy count is drawn anew); what that run "
+                              "owes to its public pairs, so no certificate"}
 
 
 def public_randomness(seed: Seed, not_private: dict[str, Any] | None) -> dict[str, Any]:
@@ -148,5 +149,7 @@ def record(config: PlannedRun, sigma: float, segments: list[PlanSegment], steps:
                        "delta": config.delta, "accountant": config.accountant,
                        "epsilon_if_private": planned_epsilon},
            "trained": {"noise_multiplier": train_sigma, "steps": steps,
-                       "logical_batch": config.simulate_batch or b}}
+                       # a public-only control: no owner unit in any batch
+                       "logical_batch": 0 if config.public_only
+                       else config.simulate_batch or b}}
     return rec

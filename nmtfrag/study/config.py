@@ -469,6 +469,10 @@ def _check_control(w: _Where, c: Cell, cells: tuple[Cell, ...]) -> None:
     if not mixed:
         raise w.error(where, f"cell {c.like!r} trains on no public pairs (public_share, or "
                       f"public_batch for dp-sgd): nothing to control for")
+    other = [o for o in like.options if o in ("--dp-control", "--dp-simulate-batch")]
+    if other:
+        raise w.error(where, f"cell {c.like!r} is a control or simulation itself "
+                      f"({other[0]}): its public-only control would be neither")
     if like.pack:
         raise w.error(where, f"cell {c.like!r} packs its release: its public draw is sized "
                       f"by the packed examples, which a control without the release cannot "

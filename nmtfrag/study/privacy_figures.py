@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..randomness import SEEDED_MARK
-from .config import BASELINE, DP_APPROACHES, StudyConfig
+from .config import BASELINE, StudyConfig
 from .plan import FINETUNE, RELEASE, Paths
 
 PRIVATE_CHOICE = "chosen on private data: ε does not cover the choice"
@@ -126,9 +126,11 @@ def privacy_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, A
     base_outside = ([f"the base model's own training data (the owner's: {OWNER_BASE})"]
                     if config.model_on_owner_data else [])
     if cell.approach == "public":
-        rule = ("sized by the owner's release or DP-SGD's plan"
-                if config.cell(cell.like).approach in DP_APPROACHES else
-                "early-stopped on the owner's validation set and sized by the owner's data")
+        rule = {"dp-release": "sized by the owner's DP release",
+                "dp-composed": "sized by the owner's DP release",
+                "dp-sgd": "run for DP-SGD's plan, sized by the owner's data"}.get(
+            config.cell(cell.like).approach,
+            "early-stopped on the owner's validation set and sized by the owner's data")
         return {"privacy": f"none (a control: public pairs only, but {rule})",
                 "epsilon": None}
     if cell.approach in ("phrases", "sentences"):

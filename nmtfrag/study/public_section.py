@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 from ..audit.compare import or_dash
 from ..fileio import read_json
 from .config import BASELINE, StudyConfig
-from .plan import EVALUATE, EVALUATE_LP, FINETUNE, LENPEN, Paths
+from .plan import EVALUATE, EVALUATE_LP, FINETUNE, LENPEN, WARM_START, Paths
 
 Paired = Callable[[str, str, str], "dict[str, Any] | None"]  # (cell, other, step) → test
 
@@ -67,7 +67,11 @@ def public_figures(config: StudyConfig, paths: Paths, name: str, paired: Paired
         cell = config.cell(name)
         man = _finetune_manifest(paths, name)
         params = man.get("params") or {}
-        if params.get("public_train"):
+        if cell.approach == "dp-composed":  # its public pairs are in its warm start
+            warm = _json(os.path.join(paths.step(name, WARM_START), "manifest.json")) or {}
+            if (warm.get("params") or {}).get("public_train"):
+                out["public"] = warm["params"]["public_train"]
+        elif params.get("public_train"):
             out["public"] = params["public_train"]
         elif params.get("dp_public"):  # DP-SGD: public pairs in every logical batch
             out["public"] = {"per_step": params["dp_public"].get("pairs_per_step")}
@@ -125,7 +129,8 @@ def _control_cell(row: dict, served: dict[str, list[str]]) -> str:
 def render(rows: Sequence[dict], full: str | None) -> list[str]:
     """The report's sections on public data (Markdown lines; none without such cells)."""
     lines: list[str] = []
-    mixed = [r for r in rows if r.get("public") or r.get("pack") or r.get("control_of")]
+    mixed = [r for r in rows if r.get("public") or r.get("pack") or r.get("control")
+             or r.get("control_of")]
     if mixed:
         lines += ["## Public text beside the owner's material", "",
                   "| cell | public share of target tokens | public pairs | packed examples "

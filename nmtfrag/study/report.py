@@ -124,6 +124,9 @@ def training_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, 
         log = os.path.join(ft, "owner", "train.log")
         rates = _dp_rates(log)
         tgt = ((owner.get("counts") or {}).get("train") or {}).get("tgt_tokens")
+        if cell.approach == "public":  # no owner pair: its plan's steps on public pairs
+            out.update(ended="its DP plan", updates=len(rates))
+            return out
         out.update(ended="its DP plan", updates=len(rates), passes=sum(rates) or None,
                    tokens_seen=round(sum(rates) * tgt) if tgt and rates else None)
         return out

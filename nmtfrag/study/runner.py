@@ -320,13 +320,16 @@ def _shared_inputs(planner: Planner, ex: Executor, threads: int) -> None:
 
 
 def _releases(planner: Planner, ex: Executor, chosen: list[str]) -> list[str]:
-    """The phrase releases `chosen` needs (Planner.release_cells: the first phrase cell's
-    alignment first, the others reuse it, even when that cell itself is not chosen); the
-    cells whose release failed. DP releases are made in their
-    cells' turn (their aligner is public: nothing to share but its model)."""
-    broken: list[str] = []  # phrase cells without a release
+    """The releases `chosen` needs first (Planner.release_cells: the first phrase cell's
+    alignment first, the other phrase cells reuse it, even when that cell itself is not
+    chosen; and the DP or composed releases a public control's public draw is sized by);
+    the cells whose release failed. A chosen cell's own DP release is made in its turn
+    (its aligner is public: nothing to share but its model)."""
+    broken: list[str] = []  # cells without a release
     first = planner.first_phrase_cell()
     for name in planner.release_cells(chosen):
+        if name in broken:
+            continue
         step = planner.plan(name).step(RELEASE)
         if step is None or step.done:
             continue
@@ -335,9 +338,8 @@ def _releases(planner: Planner, ex: Executor, chosen: list[str]) -> list[str]:
         except StepFailed as exc:
             ex.progress(f"error: {exc}")
             broken.append(name)
-            if name == first:  # the others reuse its alignment
+            if name == first:  # the other phrase cells reuse its alignment
                 broken += [c.name for c in planner.c.cells if c.approach == "phrases"]
-                break
     # a chosen cell fails with its release, a public control with its like-cell's
     return [n for n in chosen if n in broken or (
         planner.c.cell(n).approach == "public" and planner.c.cell(n).like in broken)]

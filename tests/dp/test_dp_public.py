@@ -80,6 +80,7 @@ def test_a_public_only_control_trains_on_its_public_pairs_and_no_owner_pair(
     man = json.loads((root / "ctl-a" / "manifest.json").read_text())
     assert man["not_private"]["not_private"] == "public-only control: not private"
     assert "public pairs alone" in man["not_private"]["why"]
+    assert man["not_private"]["trained"]["logical_batch"] == 0
     assert man["shareable"].startswith("nothing: public-only control: not private (planned on")
     assert main(_argv(root, base, "bad", *DP, "--dp-public-only")) == 2
     assert "--dp-public-only needs --dp-public-train" in capsys.readouterr().err

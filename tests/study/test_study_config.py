@@ -262,6 +262,41 @@ def test_a_dp_cell_with_public_pairs_has_a_control_trained_by_its_rule(ws):
     bad = text + DP_CONTROLS.replace('like = "dp8-pub"', 'like = "dp8"')
     with pytest.raises(InputError, match="cell 'ctl-dp8': like.*public_batch"):
         read_config(write(ws, bad, "bad.toml"))
+    bad = text + DP_CONTROLS.replace('"--dp-steps", "3"]\n[[cell]]\nname = "comp8"',
+                                     '"--dp-steps", "3", "--dp-control"]\n[[cell]]\n'
+                                     'name = "comp8"')
+    assert bad != text + DP_CONTROLS
+    with pytest.raises(InputError, match="cell 'ctl-dp8': like.*--dp-control"):
+        read_config(write(ws, bad, "bad2.toml"))
+
+
+def test_a_failed_first_phrase_release_still_makes_a_controls_dp_release(ws):
+    """The first phrase cell's failed alignment breaks every phrase cell, not the DP
+    releases a public control is sized by: they are still made, and only the cells
+    whose release is missing are reported failed."""
+    from nmtfrag.study.plan import RELEASE
+    from nmtfrag.study.runner import StepFailed, _releases
+
+    text = GOOD.replace('public_align = "{d}/public"',
+                        'public_align = "{d}/public"\npublic_train = "{d}/public"')
+    planner = Planner(read_config(write(ws, text + DP_CONTROLS)), str(ws / "OUT"))
+
+    class Ex:
+        ran: list = []
+
+        def run(self, step, threads):
+            self.ran.append(step.cell)
+            assert step.name == RELEASE
+            if step.cell == "len4-tag":
+                raise StepFailed("len4-tag: release failed")
+
+        def progress(self, text):
+            pass
+
+    ex = Ex()
+    chosen = ["len4-tag", "ctl-rel8", "ctl-comp8", "ctl-dp8"]
+    assert _releases(planner, ex, chosen) == ["len4-tag"]
+    assert ex.ran == ["len4-tag", "rel8-pub", "comp8"]
 
 
 def test_a_gpu_machine_can_decode_on_its_cpu_and_the_report_names_it(ws):

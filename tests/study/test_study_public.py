@@ -5,6 +5,7 @@ release and public pairs, then DP-SGD) at its total ε, and every cell decoded a
 length penalty chosen on public validation text."""
 import copy
 import json
+import re
 
 import pytest
 
@@ -228,6 +229,9 @@ def test_dp_cells_with_public_pairs_are_tested_against_their_public_only_control
         assert rows[cell]["control"]["p_value"] is not None
     md = (out / "report" / "report.md").read_text()
     assert "| dp8-pub | – | 20 a step |" in md
-    assert "sized by the owner's release or DP-SGD's plan" in rows["dp8-ctl"]["privacy"]
+    assert "run for DP-SGD's plan" in rows["dp8-ctl"]["privacy"]
     assert rows["dp8-ctl"]["ended"] == "its DP plan" and rows["dp8-ctl"]["updates"] == 2
+    assert rows["dp8-ctl"].get("passes") is None  # no owner pair: no pass over them
+    # its public pairs are its warm start's (half its target tokens, to the pair)
+    assert re.search(r"\| composed \| (49\.[5-9]|50\.[0-4])% \| [1-9]", md)
     assert rows["composed-ctl"]["ended"].startswith("fixed plan (1 pass")
