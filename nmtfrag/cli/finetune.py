@@ -261,11 +261,12 @@ def _run(args):
     dp = getattr(args, "dp", False)
     if dp:
         dp_cli.check_compatible(args)
-    elif getattr(args, "dp_public_train", None):
+    elif getattr(args, "dp_public_train", None) or getattr(args, "dp_public_only", False):
         from ..errors import InputError
 
-        raise InputError("--dp-public-train is DP-SGD's (with --dp); without --dp give "
-                         "--public-train and --public-share")
+        raise InputError("--dp-public-train and --dp-public-only are DP-SGD's (with --dp); "
+                         "without --dp give --public-train and --public-share (and "
+                         "--public-only)")
     job = job_from_args(args, world_size=dp_cli.world_size(args) if dp else args.gpus)
     if dp:
         from ..dp.engine import dp_finetune

@@ -93,6 +93,8 @@ def test_public_options_go_together_and_only_with_dp(tiny_dir, tmp_path, capsys)
     argv = [a for a in _argv(root, base, "y") if a != "--dp"]
     assert main(argv + ["--max-updates", "1", "--dp-public-train", str(root / "train")]) == 2
     assert "--public-train" in capsys.readouterr().err
+    assert main(argv + ["--max-updates", "1", "--dp-public-only"]) == 2
+    assert "--dp-public-only are DP-SGD's (with --dp)" in capsys.readouterr().err
 
 
 def test_a_steps_public_rows_depend_on_the_step_alone(tiny):
