@@ -309,7 +309,7 @@ def announce(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSe
     if not config.mode.private:
         batch = ("its public pairs alone (no owner pair)" if config.public_only
                  else f"logical batch {round(plan.train_segments[0][1])}")
-        print(f"{simulate.NOT_PRIVATE[simulate.label_key(config)]}: trains with "
+        print(f"{simulate.NOT_PRIVATE[simulate.kind(config)]}: trains with "
               f"σ={plan.train_sigma:.4f}, {batch}", file=sys.stderr)
 
 

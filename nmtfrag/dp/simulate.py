@@ -54,8 +54,10 @@ class RunMode(str, Enum):
         return self is RunMode.PRIVATE
 
 
+# by kind(): what every output of a run that is not private says it is
 NOT_PRIVATE = {"simulation": "simulation: not private",
                "control": "noise-free control: not private",
+               "simulated control": "noise-free control: not private",
                "public-only control": "public-only control: not private"}
 WHY = {"simulation": "a simulation of a planned DP run (Sander et al. 2023): batches of "
                      "{b_sim} with noise multiplier {sigma_sim:.4g} = σ·{b_sim}/{b}, the "
@@ -98,22 +100,19 @@ def check(config: PlannedRun) -> None:
 
 def mode(config: PlannedRun) -> RunMode:
     """Private, simulation or control (DPConfig.mode)."""
-    if config.control or config.public_only:  # with --dp-simulate-batch too: a control
-        return RunMode.CONTROL                # on smaller batches
+    # a noise-free control (with --dp-simulate-batch too: on smaller batches) or the
+    # public-only control
+    if config.control or config.public_only:
+        return RunMode.CONTROL
     return RunMode.SIMULATION if config.simulate_batch is not None else RunMode.PRIVATE
 
 
 def kind(config: PlannedRun) -> str:
-    """Which run that is not private this is (WHY's key)."""
+    """Which run that is not private this is (WHY's and NOT_PRIVATE's key)."""
     if config.public_only:
         return "public-only control"
     m = mode(config)
     return "simulated control" if m is RunMode.CONTROL and config.simulate_batch else m.value
-
-
-def label_key(config: PlannedRun) -> str:
-    """NOT_PRIVATE's key: the mode, or the public-only control."""
-    return "public-only control" if config.public_only else mode(config).value
 
 
 def training_noise(config: PlannedRun, sigma: float, segments: list[PlanSegment],
@@ -142,7 +141,7 @@ def record(config: PlannedRun, sigma: float, segments: list[PlanSegment], steps:
     b = segments[0][1]
     b = round(b) if isinstance(b, float) else b  # q·ñ of a fixed-rate plan, expected
     why = kind(config)
-    rec = {"mode": m.value, "not_private": NOT_PRIVATE[label_key(config)],
+    rec = {"mode": m.value, "not_private": NOT_PRIVATE[why],
            "why": WHY[why].format(b=b, b_sim=config.simulate_batch, sigma_sim=train_sigma),
            "planned": {"noise_multiplier": sigma, "logical_batch": b,
                        "batch_schedule": config.batch_schedule, "steps": steps,

@@ -36,8 +36,9 @@ _DRAW = ("src", "tgt", "text_mode", "min_words", "tagged", "eligible_pairs",
 _SAME_INPUTS = ("model", "valid_src", "valid_tgt", "public_src", "public_tgt")
 
 
-def _finetune_manifest(paths: Paths, name: str) -> dict:
-    return _json(os.path.join(paths.step(name, FINETUNE), "manifest.json")) or {}
+def _finetune_manifest(paths: Paths, name: str, step: str = FINETUNE) -> dict:
+    """A cell's finetune manifest (or its composed warm start's: `step`), {} if none."""
+    return _json(os.path.join(paths.step(name, step), "manifest.json")) or {}
 
 
 def same_public_training(mixed: dict, control: dict) -> bool:
@@ -68,9 +69,9 @@ def public_figures(config: StudyConfig, paths: Paths, name: str, paired: Paired
         man = _finetune_manifest(paths, name)
         params = man.get("params") or {}
         if cell.approach == "dp-composed":  # its public pairs are in its warm start
-            warm = _json(os.path.join(paths.step(name, WARM_START), "manifest.json")) or {}
-            if (warm.get("params") or {}).get("public_train"):
-                out["public"] = warm["params"]["public_train"]
+            warm = _finetune_manifest(paths, name, WARM_START).get("params") or {}
+            if warm.get("public_train"):
+                out["public"] = warm["public_train"]
         elif params.get("public_train"):
             out["public"] = params["public_train"]
         elif params.get("dp_public"):  # DP-SGD: public pairs in every logical batch

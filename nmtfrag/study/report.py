@@ -120,15 +120,13 @@ def training_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, 
         "cpu_hours_training": (steps.get(FINETUNE) or {}).get("cpu_seconds", 0) / 3600,
         "cpu_hours_cell": sum(s.get("cpu_seconds", 0) for s in steps.values()) / 3600}
     if rule.approach == "dp-sgd" or cell.approach == "dp-composed":
-        owner = _json(os.path.join(ft, "owner", "manifest.json")) or {}
-        log = os.path.join(ft, "owner", "train.log")
-        rates = _dp_rates(log)
-        tgt = ((owner.get("counts") or {}).get("train") or {}).get("tgt_tokens")
-        if cell.approach == "public":  # no owner pair: its plan's steps on public pairs
-            out.update(ended="its DP plan", updates=len(rates))
-            return out
-        out.update(ended="its DP plan", updates=len(rates), passes=sum(rates) or None,
-                   tokens_seen=round(sum(rates) * tgt) if tgt and rates else None)
+        rates = _dp_rates(os.path.join(ft, "owner", "train.log"))
+        out.update(ended="its DP plan", updates=len(rates))
+        if cell.approach != "public":  # a control's steps hold no owner pair to pass over
+            owner = _json(os.path.join(ft, "owner", "manifest.json")) or {}
+            tgt = ((owner.get("counts") or {}).get("train") or {}).get("tgt_tokens")
+            out.update(passes=sum(rates) or None,
+                       tokens_seen=round(sum(rates) * tgt) if tgt and rates else None)
         return out
     result, params = man.get("result") or {}, man.get("params") or {}
     tgt = ((man.get("counts") or {}).get("train") or {}).get("tgt_tokens")

@@ -282,7 +282,8 @@ def test_a_failed_first_phrase_release_still_makes_a_controls_dp_release(ws):
     planner = Planner(read_config(write(ws, text + DP_CONTROLS)), str(ws / "OUT"))
 
     class Ex:
-        ran: list = []
+        def __init__(self):
+            self.ran = []
 
         def run(self, step, threads):
             self.ran.append(step.cell)
