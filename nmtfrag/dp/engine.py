@@ -53,7 +53,7 @@ from . import accounting, cert_files, resume, simulate
 from .config import DPConfig
 from .planning import NoisePlan, check_enough_units, plan_run
 from .records import (PriorPrivacy, certificate, owner_record, public_manifest,
-                      run_summary)
+                      TRAINED_LINES, run_summary, write_trained_lines)
 from .workers import ModelSetup, dp_device, set_up_model, train, valid_bits
 
 if TYPE_CHECKING:
@@ -125,6 +125,8 @@ def _train_and_write(job: FineTuneJob, config: DPConfig, seed: Seed,
                                    plan.train_sigma, training["epsilon"]))
     write_owner_json(out, owner_record(job, config, md, sources, seed, not_private,
                                        prep.record(), plan, run, hashes))
+    if job.train_fraction < 1:  # which pairs trained: a membership audit's members
+        write_trained_lines(out, prep.train_lines)
     shipped: dict | None = privacy
     if not_private:
         shipped = None  # a simulation or control: no certificate, no privacy.json
@@ -221,7 +223,8 @@ def open_output(job: FineTuneJob, config: DPConfig, md: ModelDir, sources: Train
         md.path, job.train, sources.train.src, sources.train.tgt, job.valid_src,
         job.valid_tgt, config.documents])
     _clean_stale_work(out)
-    for f in (MANIFEST, "privacy.json", "train.log", os.path.join(OWNER_DIR, MANIFEST)):
+    for f in (MANIFEST, "privacy.json", "train.log", os.path.join(OWNER_DIR, MANIFEST),
+              os.path.join(OWNER_DIR, TRAINED_LINES)):
         if os.path.exists(os.path.join(out, f)):
             os.unlink(os.path.join(out, f))
     hashes = training_data.input_hashes(md, sources,

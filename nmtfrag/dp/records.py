@@ -1,7 +1,7 @@
 """What a DP run records: what the base model already spent (`PriorPrivacy`), the
 certificate (privacy.json), the shared manifest (public parameters, never n), the
-owner's record (OUT/owner/manifest.json: paths, exact counts, n, the seed) and the
-summary the CLI prints.
+owner's record (OUT/owner/manifest.json: paths, exact counts, n, the seed; with
+--train-fraction also OUT/owner/trained-lines.txt) and the summary the CLI prints.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ..fileio import MANIFEST, OWNER_DIR, read_json, tool_versions
+from ..fileio import MANIFEST, OWNER_DIR, atomic_writer, owner_path, read_json, tool_versions
 from ..model_dir import ModelDir
 from ..randomness import Seed
 from ..train import data as training_data
@@ -20,6 +20,20 @@ from . import accounting, simulate
 from .config import DPConfig
 from .planning import NoisePlan
 from .workers import ModelSetup, RunRecord
+
+
+TRAINED_LINES = "trained-lines.txt"
+
+
+def write_trained_lines(out: str, lines: list[int]) -> str:
+    """OUT/owner/trained-lines.txt: the 0-based line of the training files of each pair
+    a --train-fraction run trained on, one a line. A membership audit's members are these
+    pairs, not the whole file (`audit membership --member-lines`); the rest of the file is
+    held out from the same documents."""
+    path = owner_path(out, TRAINED_LINES)
+    with atomic_writer(path, private=True) as f:
+        f.writelines(f"{n}\n" for n in lines)
+    return path
 
 
 def base_model_privacy(model_dir: str) -> tuple[dict | None, list[dict], list[dict], dict]:
@@ -181,7 +195,9 @@ def public_manifest(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: 
                           " (trained on the private data with no guarantee)")
                       + "; keep all of it with the owner"
                       if not_private else "every file here except owner/"),
-        "owner_only": [f"{OWNER_DIR}/{MANIFEST}", f"{OWNER_DIR}/train.log"],
+        "owner_only": [f"{OWNER_DIR}/{MANIFEST}", f"{OWNER_DIR}/train.log",
+                       *([f"{OWNER_DIR}/{TRAINED_LINES}"] if job.train_fraction < 1
+                         else [])],
         "params": params, "privacy": privacy,
         "randomness": simulate.public_randomness(seed, not_private)}
 

@@ -125,6 +125,17 @@ def test_a_share_of_the_corpus_keeps_the_plan_and_trains_on_about_that_share(
     a = json.loads((root / "all" / "privacy.json").read_text())["training"]["history"]
     b = json.loads((root / "half" / "privacy.json").read_text())["training"]["history"]
     assert [h[1:] for h in a] == [h[1:] for h in b]
+    # which lines it trained on, for a membership audit's members: the owner's folder only
+    trained = [int(x) for x in (root / "half" / "owner" / "trained-lines.txt").read_text()
+               .split()]
+    assert len(trained) == half["units"]["n"] and trained == sorted(set(trained))
+    corpus = (root / "train.de").read_text().splitlines()
+    expected = keep_fraction([(x, x) for x in corpus], list(range(len(corpus))), 0.5,
+                             seed=1)[1]  # unseeded DP run: the subset's public seed 1
+    assert trained == expected
+    assert "owner/trained-lines.txt" in json.loads(
+        (root / "half" / "manifest.json").read_text())["owner_only"]
+    assert not (root / "all" / "owner" / "trained-lines.txt").exists()
     pairs = [(str(i), str(i)) for i in range(1000)]
     kept, lines = keep_fraction(pairs, list(range(1000)), 0.25, seed=1)
     assert kept == keep_fraction(pairs, list(range(1000)), 0.25, seed=1)[0]
