@@ -35,6 +35,13 @@ MANIFEST = "manifest.json"
 # the data owner: OUT/owner/ (mode 0700, files 0600) holds input hashes, paths, exact
 # counts, line numbers, seeds, logs with non-private statistics and alignments.
 OWNER_DIR = "owner"
+# OWNER_DIR/TRAINED_LINES of a model trained on a share of its files (--train-fraction):
+# the 0-based lines it trained on, one a line (a membership audit's members)
+TRAINED_LINES = "trained-lines.txt"
+
+
+def trained_lines_path(model_dir: StrPath) -> str:
+    return os.path.join(model_dir, OWNER_DIR, TRAINED_LINES)
 
 
 def sha256_file(path: StrPath, chunk: int = 1 << 20) -> str:

@@ -214,6 +214,7 @@ def collect(spec: dict, base: str) -> tuple[list[dict], dict[str, str]]:
                                          "auc_repeated":
                                              (by_repeats.get("repeated") or {}).get("auc"),
                                          "calibrated": "calibrated" in rep,
+                                         **same_files_figures(rep),
                                          # older audits kept held-out pairs that are
                                          # also training pairs among the non-members
                                          "members_left_out":
@@ -482,6 +483,16 @@ def frontier(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]
             out.append((eps, bleu))
             best = bleu
     return out
+
+
+def same_files_figures(rep: dict) -> dict:
+    """A membership audit's figures against the pairs of the same files the model did
+    not train on (`audit membership --member-lines`), where it has them."""
+    sf = rep.get("same_files")
+    if not sf:
+        return {}
+    return {"auc_same_files": sf["auc"],
+            "auc_once_same_files": (sf.get("by_repeats", {}).get("once") or {}).get("auc")}
 
 
 def _old_membership_rule(row: dict) -> bool:

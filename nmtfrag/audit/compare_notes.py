@@ -88,6 +88,17 @@ def table_notes(rows: Sequence[dict]) -> list[str]:
                          f"{n} {m['auc_once']:.3f} ("
                          + (f"{m['auc_repeated']:.3f}; " if m.get("auc_repeated") is not None
                             else "") + f"{m['auc']:.3f})" for n, m in held_once) + ".")
+    same = [(r["name"], r["membership"]) for r in rows
+            if (r.get("membership") or {}).get("auc_same_files") is not None]
+    if same:
+        notes.append("Membership inference against the pairs of the same files a model "
+                     "did not train on (cells on a share of the corpus: the same documents, "
+                     "so what the attack reads of the pairs alone; in brackets: on the "
+                     "pairs held once, then the figure against the held-out test pairs): "
+                     + ", ".join(f"{n} {m['auc_same_files']:.3f} ("
+                                 + (f"{m['auc_once_same_files']:.3f}; "
+                                    if m.get("auc_once_same_files") is not None else "")
+                                 + f"{m['auc']:.3f})" for n, m in same) + ".")
     notes += exposure_notes(rows, full)
     notes += exposure_floor_notes(rows)
     leaked = [r["name"] for r in rows if any(

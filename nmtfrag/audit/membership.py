@@ -22,6 +22,13 @@ k times; DP-SGD's ε is per occurrence, so k copies have only group privacy (kε
 attack is also reported on the members that occur once and on those repeated (EMEA: 76%
 of the sampled training lines hold a pair that occurs again, 9 times in the median).
 
+Held-out pairs from other documents (EMEA's and GNOME's test sets are split by document)
+also differ from the training pairs as documents do, so the attack can tell the training
+documents from others as well as the training pairs. A model trained on a share of the
+files (`finetune --train-fraction`, whose OUT/owner/trained-lines.txt `--member-lines`
+reads) is also attacked against the pairs of the same files it did not train on: the
+same documents, so that figure is of the pairs alone.
+
 A pair's loss is the teacher-forced negative log-likelihood of its target (subword
 tokens and end of sentence, no label smoothing, dropout off) divided by the number of
 target tokens; for an ensemble, the mean over its members.
@@ -120,6 +127,46 @@ def read_pairs(spec: Sequence[str], src_lang: str, tgt_lang: str,
     return [(s, t) for _, s, t in read_parallel(src_path, tgt_path, SkipLog())]
 
 
+def read_member_lines(path: str) -> set[int]:
+    """0-based line numbers, one a line (OUT/owner/trained-lines.txt of a
+    --train-fraction run): the lines of --members the model trained on."""
+    if not os.path.isfile(path):
+        raise InputError(f"--member-lines {path}: no such file")
+    lines: set[int] = set()
+    with open(path, encoding="utf-8") as f:
+        for k, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            if not text.strip().isdigit():
+                raise InputError(f"--member-lines {path}:{k}: {text.strip()[:40]!r} is not "
+                                 f"a 0-based line number")
+            lines.add(int(text))
+    if not lines:
+        raise InputError(f"--member-lines {path}: no line numbers")
+    return lines
+
+
+def split_by_lines(spec: Sequence[str], src_lang: str, tgt_lang: str,
+                   lines: set[int]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The --members pairs at `lines` (0-based: what the model trained on) and the other
+    usable pairs of the same files (held out of training, from the same documents)."""
+    from ..data.corpus import SkipLog, read_parallel
+
+    if len(spec) == 1:
+        spec = [f"{spec[0]}.{src_lang}", f"{spec[0]}.{tgt_lang}"]
+    read_pairs(spec, src_lang, tgt_lang, "--members")  # the same checks and errors
+    trained, rest, seen = [], [], set()
+    for n, s, t in read_parallel(spec[0], spec[1], SkipLog()):
+        (trained if n - 1 in lines else rest).append((s, t))
+        seen.add(n - 1)
+    unknown = sorted(lines - seen)
+    if unknown:
+        raise InputError(f"--member-lines names {len(unknown)} line(s) that are no usable "
+                         f"pair of --members (first: {unknown[0]}): written for other "
+                         f"files?")
+    return trained, rest
+
+
 def sample_pairs(pairs: list[tuple[str, str]], limit: int | None,
                  seed: int | None) -> list[tuple[str, str]]:
     """At most `limit` pairs, a uniform sample (seeded: the audit is not a mechanism)."""
@@ -156,14 +203,16 @@ def audit_membership(model: str, members: list[tuple[str, str]],
                      max_pairs: int | None = None,
                      seed: int | Seed | None = None, checkpoint: str | None = None,
                      device: str = "cpu", batch_size: int = 64, overwrite: bool = False,
-                     input_paths: Sequence[str] = ()) -> dict:
+                     input_paths: Sequence[str] = (),
+                     same_files: list[tuple[str, str]] | None = None) -> dict:
     """Run the attack on `model` (and calibrate with `reference`); write the report.
 
     `members`/`nonmembers` are lists of (src, tgt) pairs: training pairs of the model (the
     whole training set, for occurrence counts that mean what the model saw) and held-out
     pairs of the same distribution, those also among the members dropped; `input_paths`
-    the files they were read from (OUT may not hold them). `seed` None: the pair sample
-    uses secret randomness."""
+    the files they were read from (OUT may not hold them); `same_files` the pairs of the
+    members' files the model did not train on (a second set of non-members, from the same
+    documents). `seed` None: the pair sample uses secret randomness."""
     from collections import Counter
 
     from ..translate.fairseq_engine import Translator
@@ -178,15 +227,21 @@ def audit_membership(model: str, members: list[tuple[str, str]],
                          "to compare with")
     members = sample_pairs(members, max_pairs, seed.value)
     nonmembers = sample_pairs(nonmembers, max_pairs, seed.value + 1)
+    same, same_dropped = held_out_only(counts, same_files or [])
+    if same_files is not None and not same:
+        raise InputError("--member-lines: every other pair of the --members files is also a "
+                         "trained pair: no held-out pairs of the same files")
+    same = sample_pairs(same, max_pairs, seed.value + 2)
     out = prepare_output_dir(out, overwrite, inputs=[model, reference, input_paths],
                              kind="nmtfrag-membership-audit")
 
     def losses(model_dir):
         tr = Translator(model_dir, src_lang, tgt_lang, checkpoint=checkpoint, device=device)
         return (pair_losses(tr, members, mode, batch_size),
-                pair_losses(tr, nonmembers, mode, batch_size))
+                pair_losses(tr, nonmembers, mode, batch_size),
+                pair_losses(tr, same, mode, batch_size) if same else [])
 
-    lm, ln = losses(model)
+    lm, ln, ls = losses(model)
     scores = ([-x for x in lm], [-x for x in ln])
     report: dict = {  # the JSON report (this function's result)
         "kind": "nmtfrag-membership-audit", "attack": ATTACK,
@@ -195,16 +250,26 @@ def audit_membership(model: str, members: list[tuple[str, str]],
         "text_mode": mode,
         "mean_loss": {"members": sum(lm) / len(lm), "non_members": sum(ln) / len(ln)},
         "uncalibrated": {"auc": roc_auc(*scores), "tpr_at_1pct_fpr": tpr_at_fpr(*scores)}}
+    same_scores = [-x for x in ls]
     if reference is not None:
-        rm, rn = losses(reference)
+        rm, rn, rs = losses(reference)
         cal = ([r - x for r, x in zip(rm, lm)], [r - x for r, x in zip(rn, ln)])
+        same_scores = [r - x for r, x in zip(rs, ls)]
         report["reference_model"] = public_name(reference)
         report["calibrated"] = {"auc": roc_auc(*cal), "tpr_at_1pct_fpr": tpr_at_fpr(*cal),
                                 "attack": CALIBRATED}
     best = report.get("calibrated", report["uncalibrated"])
     report["auc"], report["tpr_at_1pct_fpr"] = best["auc"], best["tpr_at_1pct_fpr"]
+    member_scores = (cal if reference is not None else scores)[0]
     report["by_repeats"] = by_repeats(counts, members, *(cal if reference is not None
                                                           else scores))
+    if same:
+        report["same_files"] = {
+            "non_members": len(same), "non_members_dropped_as_members": same_dropped,
+            "mean_loss": sum(ls) / len(ls),
+            "auc": roc_auc(member_scores, same_scores),
+            "tpr_at_1pct_fpr": tpr_at_fpr(member_scores, same_scores),
+            "by_repeats": by_repeats(counts, members, member_scores, same_scores)}
     write_json(os.path.join(out, "report.json"), report)
     with atomic_writer(os.path.join(out, "report.md")) as f:
         f.write(render_markdown(report))
@@ -215,7 +280,8 @@ def audit_membership(model: str, members: list[tuple[str, str]],
                    "randomness": seed.source,
                    "checkpoint": checkpoint, "calibrated": reference is not None},
         "counts": {"members": len(members), "non_members": len(nonmembers),
-                   "non_members_dropped_as_members": dropped},
+                   "non_members_dropped_as_members": dropped,
+                   **({"same_files_non_members": len(same)} if same else {})},
         "files": ["report.json", "report.md"],
         "tool_versions": tool_versions("nmtfrag", "fairseq-fixed", "torch"),
     })
@@ -242,6 +308,19 @@ def render_markdown(report: dict) -> str:
                   f"{groups[g]['tpr_at_1pct_fpr']:.3f} |"
                   for g, label in (("once", "occur once"), ("repeated", "occur 2+ times"))
                   if g in groups]
+    if "same_files" in report:
+        sf = report["same_files"]
+        lines += ["", f"Against {sf['non_members']} pairs of the same files the model did "
+                  f"not train on (the same documents: what the attack reads of the pairs "
+                  f"alone, not of the documents; the best attack above):", "",
+                  "| members | pairs | AUC | TPR at 1% FPR |", "|---|---:|---:|---:|",
+                  f"| all | {report['members']} | {sf['auc']:.3f} | "
+                  f"{sf['tpr_at_1pct_fpr']:.3f} |"]
+        lines += [f"| {label} | {sf['by_repeats'][g]['members']} | "
+                  f"{sf['by_repeats'][g]['auc']:.3f} | "
+                  f"{sf['by_repeats'][g]['tpr_at_1pct_fpr']:.3f} |"
+                  for g, label in (("once", "occur once"), ("repeated", "occur 2+ times"))
+                  if g in sf["by_repeats"]]
     if report.get("non_members_dropped_as_members"):
         lines += ["", f"{report['non_members_dropped_as_members']} held-out pair(s) are also "
                   f"training pairs: members, so not used as non-members."]

@@ -178,6 +178,12 @@ def _add_membership(sub: argparse._SubParsersAction) -> None:
     mi.add_argument("--non-members", required=True, nargs="+", metavar="PATH",
                     help="held-out pairs of the same kind the model never saw (any that "
                          "are also --members pairs are left out, and counted)")
+    mi.add_argument("--member-lines", metavar="FILE",
+                    help="0-based line numbers of the --members files the model trained "
+                         "on, one a line (a --train-fraction run's OUT/owner/"
+                         "trained-lines.txt): the members are those pairs, and the other "
+                         "pairs of the same files are a second set of non-members, from "
+                         "the same documents")
     mi.add_argument("--reference-model", metavar="DIR",
                     help="model for per-pair calibration (e.g. the generic base model)")
     opt.add_out(mi, "output directory")
@@ -298,7 +304,14 @@ def _run_membership(args):
     if args.reference_model:
         check_model_files(args.reference_model, args.src_lang, args.tgt_lang,
                           args.checkpoint, flag="--reference-model")
-    members = membership.read_pairs(args.members, args.src_lang, args.tgt_lang, "--members")
+    same = None
+    if args.member_lines:
+        members, same = membership.split_by_lines(
+            args.members, args.src_lang, args.tgt_lang,
+            membership.read_member_lines(args.member_lines))
+    else:
+        members = membership.read_pairs(args.members, args.src_lang, args.tgt_lang,
+                                        "--members")
     nonmembers = membership.read_pairs(args.non_members, args.src_lang, args.tgt_lang,
                                        "--non-members")
     rep = membership.audit_membership(
@@ -306,12 +319,18 @@ def _run_membership(args):
         src_lang=args.src_lang, tgt_lang=args.tgt_lang,
         mode="moses" if args.pretokenized else "raw", max_pairs=args.max_pairs,
         seed=args.seed, checkpoint=args.checkpoint, device=args.device,
-        batch_size=args.batch_size, overwrite=args.overwrite,
+        batch_size=args.batch_size, overwrite=args.overwrite, same_files=same,
         input_paths=[p + x for p in args.members + args.non_members
-                     for x in ("", f".{args.src_lang}", f".{args.tgt_lang}")])
+                     for x in ("", f".{args.src_lang}", f".{args.tgt_lang}")]
+        + ([args.member_lines] if args.member_lines else []))
     print(f"nmtfrag audit membership: AUC {rep['auc']:.3f}, TPR at 1% FPR "
           f"{rep['tpr_at_1pct_fpr']:.3f} ({rep['members']} members, {rep['non_members']} "
           f"non-members); report in {args.out}", file=sys.stderr)
+    if "same_files" in rep:
+        sf = rep["same_files"]
+        print(f"nmtfrag audit membership: against {sf['non_members']} pairs of the same "
+              f"files it did not train on: AUC {sf['auc']:.3f}, TPR at 1% FPR "
+              f"{sf['tpr_at_1pct_fpr']:.3f}", file=sys.stderr)
     if rep["non_members_dropped_as_members"]:
         print(f"nmtfrag audit membership: {rep['non_members_dropped_as_members']} "
               f"--non-members pair(s) are also --members pairs: left out of the non-members",

@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING
 
 from ..data.corpus import scan_text_file
 from ..errors import InputError, is_disk_error, note_interruption, with_path
-from ..fileio import (MANIFEST, OWNER_DIR, prepare_output_dir, private_workdir,
-                      write_json, write_owner_json)
+from ..fileio import (MANIFEST, OWNER_DIR, TRAINED_LINES, prepare_output_dir,
+                      private_workdir, write_json, write_owner_json)
 from ..model_dir import ModelDir, allow_full_checkpoint_load, load_state
 from ..randomness import Seed, resolve_seed
 from ..train import data as training_data
@@ -53,7 +53,7 @@ from . import accounting, cert_files, resume, simulate
 from .config import DPConfig
 from .planning import NoisePlan, check_enough_units, plan_run
 from .records import (PriorPrivacy, certificate, owner_record, public_manifest,
-                      TRAINED_LINES, run_summary, write_trained_lines)
+                      run_summary, write_trained_lines)
 from .workers import ModelSetup, dp_device, set_up_model, train, valid_bits
 
 if TYPE_CHECKING:

@@ -10,7 +10,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ..fileio import MANIFEST, OWNER_DIR, atomic_writer, owner_path, read_json, tool_versions
+from ..fileio import (MANIFEST, OWNER_DIR, TRAINED_LINES, atomic_writer, owner_path, read_json,
+                      tool_versions)
 from ..model_dir import ModelDir
 from ..randomness import Seed
 from ..train import data as training_data
@@ -20,9 +21,6 @@ from . import accounting, simulate
 from .config import DPConfig
 from .planning import NoisePlan
 from .workers import ModelSetup, RunRecord
-
-
-TRAINED_LINES = "trained-lines.txt"
 
 
 def write_trained_lines(out: str, lines: list[int]) -> str:

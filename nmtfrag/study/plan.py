@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from ..fileio import trained_lines_path
 from .config import BASELINE, RELEASE_APPROACHES, Cell, StudyConfig
 
 RELEASE, RECONSTRUCT, FINETUNE, EVALUATE, EXPOSURE, MEMBERSHIP = (
@@ -178,7 +179,9 @@ class Planner:
         model = self.p.step(name, FINETUNE)
         steps.append(self._evaluate(name, model, checkpoint=None))
         steps += self._length_penalty(name, model, checkpoint=None)
-        steps += self._model_audits(name, model, checkpoint=None)
+        steps += self._model_audits(name, model, checkpoint=None,
+                                    member_lines=(trained_lines_path(model)
+                                                  if cell.train_fraction < 1 else None))
         return CellPlan(name, cell.approach, tuple(steps), cell.adopt)
 
     def all_plans(self) -> list[CellPlan]:
@@ -373,7 +376,10 @@ class Planner:
             argv += ["--checkpoint", checkpoint]
         return Step(name, EXPOSURE, self.p.step(name, EXPOSURE), tuple(argv))
 
-    def _model_audits(self, name: str, model: str, checkpoint: str | None) -> list[Step]:
+    def _model_audits(self, name: str, model: str, checkpoint: str | None,
+                      member_lines: str | None = None) -> list[Step]:
+        """Canaries and membership; `member_lines`: the lines of the owner's training
+        files a model trained on a share of them used (its members)."""
         c, steps = self.c, []
         if c.audit.canaries:
             steps.append(self._exposure(name, model, checkpoint))
@@ -383,6 +389,7 @@ class Planner:
                     "--members", *members, "--non-members", *c.data.files(c.data.test),
                     "--max-pairs", str(c.audit.membership_pairs), "--seed", str(c.seed),
                     "--device", c.machine.device,
-                    *(("--pretokenized",) if c.data.pretokenized else ())]
+                    *(("--pretokenized",) if c.data.pretokenized else ()),
+                    *(("--member-lines", member_lines) if member_lines else ())]
             steps.append(Step(name, MEMBERSHIP, self.p.step(name, MEMBERSHIP), tuple(argv)))
         return steps

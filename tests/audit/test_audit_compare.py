@@ -53,7 +53,10 @@ def runs(tmp_path):
         "kind": "nmtfrag-membership-audit", "auc": 0.612, "tpr_at_1pct_fpr": 0.034,
         "non_members_dropped_as_members": 3,
         "by_repeats": {"once": {"members": 40, "auc": 0.55, "tpr_at_1pct_fpr": 0.01},
-                       "repeated": {"members": 60, "auc": 0.66, "tpr_at_1pct_fpr": 0.05}}})
+                       "repeated": {"members": 60, "auc": 0.66, "tpr_at_1pct_fpr": 0.05}},
+        "same_files": {"non_members": 90, "auc": 0.53, "tpr_at_1pct_fpr": 0.02,
+                       "by_repeats": {"once": {"members": 40, "auc": 0.51,
+                                               "tpr_at_1pct_fpr": 0.0}}}})
     # an audit from before held-out pairs found in training were left out
     _w(tmp_path / "mi-old" / "report.json", {"kind": "nmtfrag-membership-audit",
                                              "auc": 0.7, "tpr_at_1pct_fpr": 0.05})
@@ -77,6 +80,9 @@ def test_report_carries_figures(runs):
     assert by["phrases"]["membership"]["auc"] == 0.612
     assert by["phrases"]["membership"]["auc_repeated"] == 0.66
     assert by["dp"]["membership"]["auc_repeated"] is None  # an older audit: no split
+    assert by["phrases"]["membership"]["auc_same_files"] == 0.53
+    assert by["phrases"]["membership"]["auc_once_same_files"] == 0.51
+    assert "auc_same_files" not in by["dp"]["membership"]
     assert "membership" not in by["baseline"]
     md = (runs / "out" / "report.md").read_text()
     assert "| phrases |" in md and "14.00%" in md and "6.50" in md and "7.9" in md
@@ -134,6 +140,13 @@ def test_notes_are_computed_from_the_table(runs):
     rows[4]["membership"]["auc_repeated"] = 0.770
     assert "pairs): c 0.647 (0.770; 0.740)." in " ".join(table_notes(rows))
     del rows[4]["membership"]["auc_repeated"]
+    assert not any("same files" in n for n in table_notes(rows))
+    rows[4]["membership"].update(auc_same_files=0.55, auc_once_same_files=0.52)
+    assert ("not train on (cells on a share of the corpus: the same documents, so what the "
+            "attack reads of the pairs alone; in brackets: on the pairs held once, then the "
+            "figure against the held-out test pairs): c 0.550 (0.520; 0.740)."
+            in " ".join(table_notes(rows)))
+    del rows[4]["membership"]["auc_same_files"]
     # an audit without the split (an older one) is not named
     assert not any("holds once" in n for n in table_notes(
         [{"name": "d", "membership": {"auc": 0.7, "auc_once": None}}]))

@@ -135,3 +135,46 @@ def test_attack_on_an_overfit_model_and_cli(tiny_model_dir, tmp_path, capsys):
                  str(tmp_path / "nope"), "--non-members", *heldout,
                  "--out", str(tmp_path / "mi3")]) == 2
     assert capsys.readouterr().err.startswith("error:")
+
+
+def test_member_lines_take_the_trained_pairs_and_the_rest_as_same_file_non_members(
+        tiny_model_dir, tmp_path, capsys):
+    """A model trained on a share of a file (--train-fraction): its members are the lines
+    it trained on, not the whole file (counted as members, the untrained lines would
+    lower the AUC), and the file's other pairs are non-members from the same documents."""
+    from tinymodel import make_corpus, write_parallel
+
+    train = make_corpus(300, seed=0)  # what the tiny model trained on (tests/tinymodel.py)
+    unseen = [p for p in make_corpus(300, seed=98) if p not in set(train)][:200]
+    rng = random.Random(3)
+    order = train + unseen
+    rng.shuffle(order)
+    files = write_parallel(order, str(tmp_path / "corpus"))
+    trained = sorted(k for k, p in enumerate(order) if p in set(train))
+    (tmp_path / "lines.txt").write_text("".join(f"{k}\n" for k in trained))
+    held = write_parallel([p for p in make_corpus(300, seed=99) if p not in set(train)][:250],
+                          str(tmp_path / "held"))
+    common = ["audit", "membership", "--model", tiny_model_dir, "--members", *files,
+              "--non-members", *held, "--pretokenized", "--seed", "1"]
+    assert main([*common, "--member-lines", str(tmp_path / "lines.txt"),
+                 "--out", str(tmp_path / "by-lines")]) == 0
+    assert "pairs of the same files it did not train on" in capsys.readouterr().err
+    rep = json.loads((tmp_path / "by-lines" / "report.json").read_text())
+    assert rep["members"] == len(trained) == 300
+    sf = rep["same_files"]
+    assert sf["non_members"] == len(unseen) and sf["non_members_dropped_as_members"] == 0
+    assert sf["auc"] > 0.6 and sf["mean_loss"] > rep["mean_loss"]["members"]
+    assert sum(g["members"] for g in sf["by_repeats"].values()) == 300
+    assert "the same documents" in (tmp_path / "by-lines" / "report.md").read_text()
+    # the whole file as members understates: a third of them were never trained on
+    assert main([*common, "--out", str(tmp_path / "whole")]) == 0
+    whole = json.loads((tmp_path / "whole" / "report.json").read_text())
+    assert "same_files" not in whole and whole["members"] == 500
+    assert rep["auc"] > whole["auc"] + 0.03
+    # line numbers that are not lines of the file, or not numbers: a clear error
+    for text in ("0\n500\n", "0\nten\n", "\n"):
+        (tmp_path / "bad.txt").write_text(text)
+        capsys.readouterr()
+        assert main([*common, "--member-lines", str(tmp_path / "bad.txt"),
+                     "--out", str(tmp_path / "bad")]) == 2
+        assert capsys.readouterr().err.startswith("error: --member-lines")

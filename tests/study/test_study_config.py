@@ -13,7 +13,7 @@ from tinymodel import make_corpus, write_parallel
 
 from nmtfrag.errors import InputError
 from nmtfrag.study.config import read_config
-from nmtfrag.study.plan import FINETUNE, Planner
+from nmtfrag.study.plan import FINETUNE, MEMBERSHIP, Planner
 from nmtfrag.study.record import differences
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -205,6 +205,20 @@ def test_a_dp_sgd_cell_follows_its_plan(ws):
     assert "--patience" not in argv and "--max-epochs" not in argv and "--seed" not in argv
     assert "--no-validation" in argv and "--valid-src" not in argv  # reads none
     assert argv[-2:] == ["--dp-steps", "3"]
+
+
+def test_a_cell_on_a_share_of_the_corpus_is_audited_on_the_lines_it_trained_on(ws):
+    """Its membership audit's members are the lines its DP run wrote to
+    owner/trained-lines.txt (the rest of the file: non-members of the same documents);
+    a cell on the whole corpus takes the whole file."""
+    text = GOOD.replace('name = "dp8"', 'name = "dp8"\ntrain_fraction = 0.25')
+    planner = Planner(read_config(write(ws, text)), str(ws / "OUT"))
+    argv = list(planner.plan("dp8").step(MEMBERSHIP).argv)
+    model = argv[argv.index("--model") + 1]
+    assert argv[argv.index("--member-lines") + 1] == os.path.join(
+        model, "owner", "trained-lines.txt")
+    whole = Planner(read_config(write(ws, GOOD)), str(ws / "OUT")).plan("dp8")
+    assert "--member-lines" not in whole.step(MEMBERSHIP).argv
 
 
 DP_CONTROLS = """
