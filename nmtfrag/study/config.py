@@ -197,7 +197,8 @@ _CELL_KEYS = {
     # a DP release (release_epsilon, δ/2) and public pairs fine-tune the model for fixed
     # passes, then DP-SGD continues from it; epsilon and delta are the composed total
     "dp-composed": {"epsilon", "delta", "release_epsilon", "max_len", "tags", "unit_cap",
-                    "passes", "seeded", "tuned_on", "options"} | _PUBLIC_KEYS,
+                    "passes", "seeded", "tuned_on", "options", "chosen_on_test_lines"}
+    | _PUBLIC_KEYS,
     "public": {"like"},
 }
 

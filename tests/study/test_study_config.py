@@ -144,6 +144,13 @@ def test_shipped_configs_parse(ws, monkeypatch):
         mixed = {c.name for c in config.cells if (c.public_share or c.public_batch)
                  and not c.pack}
         assert mixed and mixed <= controlled, mixed - controlled
+    # every EMEA cell on the default DP-SGD recipe (chosen on EMEA's first 500 test
+    # lines) is also scored without those lines, the composed cell's DP-SGD part included
+    on_recipe = {c.name for c in emea.cells if c.approach in ("dp-sgd", "dp-composed")
+                 and c.tuned_on == "private" and not any(
+                     o.startswith("--dp-recipe") for o in c.options)}
+    assert "dp-composed-8" in on_recipe
+    assert {c.name for c in emea.cells if c.chosen_on_test_lines == 500} >= on_recipe
     assert read_config("corpora/demo/study.toml").cell("dp-sgd").epsilon == 8
 
 
