@@ -184,6 +184,11 @@ def _add_membership(sub: argparse._SubParsersAction) -> None:
                          "trained-lines.txt): the members are those pairs, and the other "
                          "pairs of the same files are a second set of non-members, from "
                          "the same documents")
+    mi.add_argument("--leave-out-canaries", metavar="JSON",
+                    help="canaries.json of `audit canaries insert`: the planted canary "
+                         "pairs in --members are left out of the members and of the "
+                         "same-file non-members (the exposure audit measures them); with "
+                         "--member-lines, give the planted training files as --members")
     mi.add_argument("--reference-model", metavar="DIR",
                     help="model for per-pair calibration (e.g. the generic base model)")
     opt.add_out(mi, "output directory")
@@ -314,6 +319,12 @@ def _run_membership(args):
                                         "--members")
     nonmembers = membership.read_pairs(args.non_members, args.src_lang, args.tgt_lang,
                                        "--non-members")
+    if args.leave_out_canaries:
+        from ..audit.canaries import read_canaries
+
+        planted = {(c["src"], c["tgt"]) for c in read_canaries(args.leave_out_canaries)}
+        members = [p for p in members if p not in planted]
+        same = None if same is None else [p for p in same if p not in planted]
     rep = membership.audit_membership(
         args.model, members, nonmembers, args.out, reference=args.reference_model,
         src_lang=args.src_lang, tgt_lang=args.tgt_lang,
@@ -322,7 +333,7 @@ def _run_membership(args):
         batch_size=args.batch_size, overwrite=args.overwrite, same_files=same,
         input_paths=[p + x for p in args.members + args.non_members
                      for x in ("", f".{args.src_lang}", f".{args.tgt_lang}")]
-        + ([args.member_lines] if args.member_lines else []))
+        + [x for x in (args.member_lines, args.leave_out_canaries) if x])
     print(f"nmtfrag audit membership: AUC {rep['auc']:.3f}, TPR at 1% FPR "
           f"{rep['tpr_at_1pct_fpr']:.3f} ({rep['members']} members, {rep['non_members']} "
           f"non-members); report in {args.out}", file=sys.stderr)

@@ -385,11 +385,17 @@ class Planner:
             steps.append(self._exposure(name, model, checkpoint))
         if c.audit.membership:
             members = c.data.files(c.data.train)  # the owner's pairs, without canaries
+            leave_out: tuple[str, ...] = ()
+            if member_lines and c.audit.canaries:  # its line numbers are the planted file's
+                members = self.train_files()
+                leave_out = ("--leave-out-canaries",
+                             os.path.join(self.p.owner_data, "canaries.json"))
             argv = ["audit", "membership", "--model", model, "--reference-model", c.model,
                     "--members", *members, "--non-members", *c.data.files(c.data.test),
                     "--max-pairs", str(c.audit.membership_pairs), "--seed", str(c.seed),
                     "--device", c.machine.device,
                     *(("--pretokenized",) if c.data.pretokenized else ()),
-                    *(("--member-lines", member_lines) if member_lines else ())]
+                    *(("--member-lines", member_lines) if member_lines else ()),
+                    *leave_out]
             steps.append(Step(name, MEMBERSHIP, self.p.step(name, MEMBERSHIP), tuple(argv)))
         return steps

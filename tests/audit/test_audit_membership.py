@@ -171,6 +171,17 @@ def test_member_lines_take_the_trained_pairs_and_the_rest_as_same_file_non_membe
     whole = json.loads((tmp_path / "whole" / "report.json").read_text())
     assert "same_files" not in whole and whole["members"] == 500
     assert rep["auc"] > whole["auc"] + 0.03
+    # planted canaries in the file are left out of members and same-file non-members
+    canaries = {"kind": "nmtfrag-canaries", "canaries": [
+        {"src": order[trained[0]][0], "tgt": order[trained[0]][1]},
+        {"src": unseen[0][0], "tgt": unseen[0][1]}]}
+    (tmp_path / "canaries.json").write_text(json.dumps(canaries))
+    assert main([*common, "--member-lines", str(tmp_path / "lines.txt"),
+                 "--leave-out-canaries", str(tmp_path / "canaries.json"),
+                 "--out", str(tmp_path / "no-canaries")]) == 0
+    nc = json.loads((tmp_path / "no-canaries" / "report.json").read_text())
+    assert nc["members"] == 300 - train.count(order[trained[0]])
+    assert nc["same_files"]["non_members"] == len(unseen) - 1
     # line numbers that are not lines of the file, or not numbers: a clear error
     for text in ("0\n500\n", "0\nten\n", "\n"):
         (tmp_path / "bad.txt").write_text(text)
