@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterator, Sequence
 from typing import TYPE_CHECKING, cast
 
 from ..errors import InputError
@@ -110,9 +110,10 @@ def pair_losses(translator: Translator, pairs: Sequence[tuple[str, str]],
     return losses
 
 
-def read_pairs(spec: Sequence[str], src_lang: str, tgt_lang: str,
-               what: str) -> list[tuple[str, str]]:
-    """(src, tgt) lines from a prefix (PREFIX.src_lang/.tgt_lang) or two files."""
+def _numbered_pairs(spec: Sequence[str], src_lang: str, tgt_lang: str,
+                    what: str) -> Iterator[tuple[int, str, str]]:
+    """(1-based line, src, tgt) of each usable pair of a prefix (PREFIX.src_lang/.tgt_lang)
+    or two files, checked first."""
     from ..data.corpus import SkipLog, read_parallel, validate_parallel
 
     if len(spec) == 1:
@@ -124,7 +125,13 @@ def read_pairs(spec: Sequence[str], src_lang: str, tgt_lang: str,
             raise InputError(f"{what}: {p}: no such file")
     src_path, tgt_path = spec
     validate_parallel(src_path, tgt_path, what)
-    return [(s, t) for _, s, t in read_parallel(src_path, tgt_path, SkipLog())]
+    return read_parallel(src_path, tgt_path, SkipLog())
+
+
+def read_pairs(spec: Sequence[str], src_lang: str, tgt_lang: str,
+               what: str) -> list[tuple[str, str]]:
+    """(src, tgt) lines from a prefix (PREFIX.src_lang/.tgt_lang) or two files."""
+    return [(s, t) for _, s, t in _numbered_pairs(spec, src_lang, tgt_lang, what)]
 
 
 def read_member_lines(path: str) -> set[int]:
@@ -150,13 +157,8 @@ def split_by_lines(spec: Sequence[str], src_lang: str, tgt_lang: str,
                    lines: set[int]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """The --members pairs at `lines` (0-based: what the model trained on) and the other
     usable pairs of the same files (held out of training, from the same documents)."""
-    from ..data.corpus import SkipLog, read_parallel
-
-    if len(spec) == 1:
-        spec = [f"{spec[0]}.{src_lang}", f"{spec[0]}.{tgt_lang}"]
-    read_pairs(spec, src_lang, tgt_lang, "--members")  # the same checks and errors
     trained, rest, seen = [], [], set()
-    for n, s, t in read_parallel(spec[0], spec[1], SkipLog()):
+    for n, s, t in _numbered_pairs(spec, src_lang, tgt_lang, "--members"):
         (trained if n - 1 in lines else rest).append((s, t))
         seen.add(n - 1)
     unknown = sorted(lines - seen)
@@ -260,9 +262,9 @@ def audit_membership(model: str, members: list[tuple[str, str]],
                                 "attack": CALIBRATED}
     best = report.get("calibrated", report["uncalibrated"])
     report["auc"], report["tpr_at_1pct_fpr"] = best["auc"], best["tpr_at_1pct_fpr"]
-    member_scores = (cal if reference is not None else scores)[0]
-    report["by_repeats"] = by_repeats(counts, members, *(cal if reference is not None
-                                                          else scores))
+    best_scores = cal if reference is not None else scores
+    member_scores = best_scores[0]
+    report["by_repeats"] = by_repeats(counts, members, *best_scores)
     if same:
         report["same_files"] = {
             "non_members": len(same), "non_members_dropped_as_members": same_dropped,
@@ -288,6 +290,17 @@ def audit_membership(model: str, members: list[tuple[str, str]],
     return report
 
 
+GROUP_HEADER = ("| members | pairs | AUC | TPR at 1% FPR |", "|---|---:|---:|---:|")
+
+
+def _group_rows(groups: dict) -> list[str]:
+    """Table rows of `by_repeats` groups: the members held once, then the repeated."""
+    return [f"| {label} | {groups[g]['members']} | {groups[g]['auc']:.3f} | "
+            f"{groups[g]['tpr_at_1pct_fpr']:.3f} |"
+            for g, label in (("once", "occur once"), ("repeated", "occur 2+ times"))
+            if g in groups]
+
+
 def render_markdown(report: dict) -> str:
     lines = ["# Membership inference", "",
              f"Model: `{report['model']}`; {report['members']} members (training pairs) "
@@ -303,24 +316,14 @@ def render_markdown(report: dict) -> str:
     if groups:
         lines += ["", "By how often a member occurs in the training data (the best attack "
                   "above, against all non-members; DP-SGD's ε covers one occurrence):", "",
-                  "| members | pairs | AUC | TPR at 1% FPR |", "|---|---:|---:|---:|"]
-        lines += [f"| {label} | {groups[g]['members']} | {groups[g]['auc']:.3f} | "
-                  f"{groups[g]['tpr_at_1pct_fpr']:.3f} |"
-                  for g, label in (("once", "occur once"), ("repeated", "occur 2+ times"))
-                  if g in groups]
+                  *GROUP_HEADER, *_group_rows(groups)]
     if "same_files" in report:
         sf = report["same_files"]
         lines += ["", f"Against {sf['non_members']} pairs of the same files the model did "
                   f"not train on (the same documents: what the attack reads of the pairs "
                   f"alone, not of the documents; the best attack above):", "",
-                  "| members | pairs | AUC | TPR at 1% FPR |", "|---|---:|---:|---:|",
-                  f"| all | {report['members']} | {sf['auc']:.3f} | "
-                  f"{sf['tpr_at_1pct_fpr']:.3f} |"]
-        lines += [f"| {label} | {sf['by_repeats'][g]['members']} | "
-                  f"{sf['by_repeats'][g]['auc']:.3f} | "
-                  f"{sf['by_repeats'][g]['tpr_at_1pct_fpr']:.3f} |"
-                  for g, label in (("once", "occur once"), ("repeated", "occur 2+ times"))
-                  if g in sf["by_repeats"]]
+                  *GROUP_HEADER, f"| all | {report['members']} | {sf['auc']:.3f} | "
+                  f"{sf['tpr_at_1pct_fpr']:.3f} |", *_group_rows(sf["by_repeats"])]
     if report.get("non_members_dropped_as_members"):
         lines += ["", f"{report['non_members_dropped_as_members']} held-out pair(s) are also "
                   f"training pairs: members, so not used as non-members."]
