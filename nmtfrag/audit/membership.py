@@ -157,7 +157,9 @@ def split_by_lines(spec: Sequence[str], src_lang: str, tgt_lang: str,
                    lines: set[int]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """The --members pairs at `lines` (0-based: what the model trained on) and the other
     usable pairs of the same files (held out of training, from the same documents)."""
-    trained, rest, seen = [], [], set()
+    trained: list[tuple[str, str]] = []
+    rest: list[tuple[str, str]] = []
+    seen: set[int] = set()
     for n, s, t in _numbered_pairs(spec, src_lang, tgt_lang, "--members"):
         (trained if n - 1 in lines else rest).append((s, t))
         seen.add(n - 1)
