@@ -25,7 +25,7 @@ of the sampled training lines hold a pair that occurs again, 9 times in the medi
 Held-out pairs from other documents (EMEA's and GNOME's test sets are split by document)
 also differ from the training pairs as documents do, so the attack can tell the training
 documents from others as well as the training pairs. A model trained on a share of the
-files (`finetune --train-fraction`, whose OUT/owner/trained-lines.txt `--member-lines`
+files (`finetune --dp --train-fraction`, whose OUT/owner/trained-lines.txt `--member-lines`
 reads) is also attacked against the pairs of the same files it did not train on: the
 same documents, so that figure is of the pairs alone.
 
@@ -37,12 +37,13 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from collections.abc import Container, Iterator, Sequence
 from typing import TYPE_CHECKING, cast
 
 from ..errors import InputError
-from ..fileio import public_name
-from ..fileio import MANIFEST, atomic_writer, prepare_output_dir, tool_versions, write_json
+from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, public_name, read_json,
+                      sha256_file, tool_versions, write_json)
 
 if TYPE_CHECKING:  # generate loads fairseq: import it only to run the attack
     from ..translate.fairseq_engine import Translator
@@ -136,21 +137,48 @@ def read_pairs(spec: Sequence[str], src_lang: str, tgt_lang: str,
 
 def read_member_lines(path: str) -> set[int]:
     """0-based line numbers, one a line (OUT/owner/trained-lines.txt of a
-    --train-fraction run): the lines of --members the model trained on."""
+    `finetune --dp --train-fraction` run): the lines of --members the model trained on."""
+    if os.path.isdir(path):
+        raise InputError(f"--member-lines {path}: is a directory, not a file of line numbers")
     if not os.path.isfile(path):
         raise InputError(f"--member-lines {path}: no such file")
     lines: set[int] = set()
-    with open(path, encoding="utf-8") as f:
-        for k, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            if not text.strip().isdigit():
-                raise InputError(f"--member-lines {path}:{k}: {text.strip()[:40]!r} is not "
-                                 f"a 0-based line number")
-            lines.add(int(text))
+    try:
+        with open(path, encoding="utf-8") as f:
+            for k, text in enumerate(f, 1):
+                if not text.strip():
+                    continue
+                if not re.fullmatch(r"[0-9]+", text.strip()):
+                    raise InputError(f"--member-lines {path}:{k}: {text.strip()[:40]!r} is "
+                                     f"not a 0-based line number")
+                lines.add(int(text))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"--member-lines {path}: not UTF-8 text ({exc.reason})") from None
     if not lines:
         raise InputError(f"--member-lines {path}: no line numbers")
     return lines
+
+
+def check_lines_match_members(lines_path: str, spec: Sequence[str], src_lang: str,
+                              tgt_lang: str) -> bool:
+    """Refuse line numbers written for other files: where the lines file sits in a
+    finetune OUT/owner/ beside the run's manifest, the --members files must be the ones
+    that run trained on (by SHA-256; shifted numbers would otherwise pick the wrong pairs
+    without an error). False where there is no such manifest to check against."""
+    manifest = os.path.join(os.path.dirname(os.path.abspath(lines_path)), MANIFEST)
+    if not os.path.isfile(manifest):
+        return False
+    trained = read_json(manifest).get("inputs_sha256", {})
+    if "train_src" not in trained or "train_tgt" not in trained:
+        return False
+    files = [f"{spec[0]}.{src_lang}", f"{spec[0]}.{tgt_lang}"] if len(spec) == 1 else spec
+    for side, path in zip(("train_src", "train_tgt"), files):
+        if os.path.isfile(path) and sha256_file(path) != trained[side]:
+            raise InputError(f"--member-lines {lines_path} numbers the lines of the files "
+                             f"its run trained on ({manifest}), and --members {path} is "
+                             f"not that run's {side.replace('_', ' ')} file (SHA-256 "
+                             f"differs): give the files the run trained on")
+    return True
 
 
 def split_by_lines(spec: Sequence[str], src_lang: str, tgt_lang: str,
@@ -234,7 +262,10 @@ def audit_membership(model: str, members: list[tuple[str, str]],
     same, same_dropped = held_out_only(counts, same_files or [])
     if same_files is not None and not same:
         raise InputError("--member-lines: every other pair of the --members files is also a "
-                         "trained pair: no held-out pairs of the same files")
+                         "trained pair: no held-out pairs of the same files"
+                         if same_dropped else
+                         "--member-lines names every pair of the --members files: no "
+                         "untrained pair of the same files is left to compare with")
     same = sample_pairs(same, max_pairs, seed.value + 2)
     out = prepare_output_dir(out, overwrite, inputs=[model, reference, input_paths],
                              kind="nmtfrag-membership-audit")

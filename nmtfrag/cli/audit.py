@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Callable
 
 from . import options as opt
@@ -180,7 +181,7 @@ def _add_membership(sub: argparse._SubParsersAction) -> None:
                          "are also --members pairs are left out, and counted)")
     mi.add_argument("--member-lines", metavar="FILE",
                     help="0-based line numbers of the --members files the model trained "
-                         "on, one a line (a --train-fraction run's OUT/owner/"
+                         "on, one a line (a --dp --train-fraction run's OUT/owner/"
                          "trained-lines.txt): the members are those pairs, and the other "
                          "pairs of the same files are a second set of non-members, from "
                          "the same documents")
@@ -311,9 +312,14 @@ def _run_membership(args):
                           args.checkpoint, flag="--reference-model")
     same = None
     if args.member_lines:
-        members, same = membership.split_by_lines(
-            args.members, args.src_lang, args.tgt_lang,
-            membership.read_member_lines(args.member_lines))
+        lines = membership.read_member_lines(args.member_lines)
+        if not membership.check_lines_match_members(args.member_lines, args.members,
+                                                     args.src_lang, args.tgt_lang):
+            print(f"warning: --member-lines {args.member_lines}: no finetune manifest "
+                  f"beside it, so nothing shows it numbers these --members files",
+                  file=sys.stderr)
+        members, same = membership.split_by_lines(args.members, args.src_lang,
+                                                   args.tgt_lang, lines)
     else:
         members = membership.read_pairs(args.members, args.src_lang, args.tgt_lang,
                                         "--members")
@@ -322,9 +328,17 @@ def _run_membership(args):
     if args.leave_out_canaries:
         from ..audit.canaries import read_canaries
 
-        planted = {(c["src"], c["tgt"]) for c in read_canaries(args.leave_out_canaries)}
+        try:
+            planted = {(c["src"], c["tgt"]) for c in read_canaries(args.leave_out_canaries)}
+        except (KeyError, TypeError):
+            raise InputError(f"--leave-out-canaries {args.leave_out_canaries}: a canary "
+                             f"without its planted pair (src, tgt): not written by "
+                             f"`nmtfrag audit canaries`?") from None
         members = [p for p in members if p not in planted]
         same = None if same is None else [p for p in same if p not in planted]
+        if not members:
+            raise InputError(f"--leave-out-canaries {args.leave_out_canaries}: no member "
+                             f"pair is left once the planted pairs are left out")
     rep = membership.audit_membership(
         args.model, members, nonmembers, args.out, reference=args.reference_model,
         src_lang=args.src_lang, tgt_lang=args.tgt_lang,

@@ -7,6 +7,7 @@ import pytest
 
 from nmtfrag.audit import membership as mi
 from nmtfrag.cli import main
+from nmtfrag.fileio import sha256_file
 
 
 def brute_auc(pos, neg):
@@ -149,16 +150,24 @@ def test_member_lines_take_the_trained_pairs_and_the_rest_as_same_file_non_membe
     rng = random.Random(3)
     order = train + unseen
     rng.shuffle(order)
+    order.insert(0, ("", ""))  # a blank pair: skipped, yet line numbers stay the file's
     files = write_parallel(order, str(tmp_path / "corpus"))
     trained = sorted(k for k, p in enumerate(order) if p in set(train))
     (tmp_path / "lines.txt").write_text("".join(f"{k}\n" for k in trained))
+    # as a run writes it: OUT/owner/trained-lines.txt beside the manifest naming its files
+    owner = tmp_path / "run" / "owner"
+    owner.mkdir(parents=True)
+    (owner / "trained-lines.txt").write_text((tmp_path / "lines.txt").read_text())
+    (owner / "manifest.json").write_text(json.dumps({"inputs_sha256": {
+        "train_src": sha256_file(files[0]), "train_tgt": sha256_file(files[1])}}))
     held = write_parallel([p for p in make_corpus(300, seed=99) if p not in set(train)][:250],
                           str(tmp_path / "held"))
     common = ["audit", "membership", "--model", tiny_model_dir, "--members", *files,
               "--non-members", *held, "--pretokenized", "--seed", "1"]
-    assert main([*common, "--member-lines", str(tmp_path / "lines.txt"),
+    assert main([*common, "--member-lines", str(owner / "trained-lines.txt"),
                  "--out", str(tmp_path / "by-lines")]) == 0
-    assert "pairs of the same files it did not train on" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "pairs of the same files it did not train on" in err and "warning" not in err
     rep = json.loads((tmp_path / "by-lines" / "report.json").read_text())
     assert rep["members"] == len(trained) == 300
     sf = rep["same_files"]
@@ -179,13 +188,27 @@ def test_member_lines_take_the_trained_pairs_and_the_rest_as_same_file_non_membe
     assert main([*common, "--member-lines", str(tmp_path / "lines.txt"),
                  "--leave-out-canaries", str(tmp_path / "canaries.json"),
                  "--out", str(tmp_path / "no-canaries")]) == 0
+    assert "no finetune manifest beside it" in capsys.readouterr().err  # unchecked: said
     nc = json.loads((tmp_path / "no-canaries" / "report.json").read_text())
     assert nc["members"] == 300 - train.count(order[trained[0]])
     assert nc["same_files"]["non_members"] == len(unseen) - 1
     # line numbers that are not lines of the file, or not numbers: a clear error
-    for text in ("0\n500\n", "0\nten\n", "\n"):
-        (tmp_path / "bad.txt").write_text(text)
+    for text in ("0\n9999\n", "0\nten\n", "\n", "0\n\u00b2\n", "0\n\udcff\n", "0\n0\n"):
+        if text == "0\n0\n":  # right numbers, files the run did not train on
+            (owner / "manifest.json").write_text(json.dumps({"inputs_sha256": {
+                "train_src": "0" * 64, "train_tgt": sha256_file(files[1])}}))
+            bad = owner / "trained-lines.txt"
+        else:
+            bad = tmp_path / "bad.txt"
+        bad.write_bytes(text.encode("utf-8", "surrogateescape"))
         capsys.readouterr()
-        assert main([*common, "--member-lines", str(tmp_path / "bad.txt"),
+        assert main([*common, "--member-lines", str(bad),
                      "--out", str(tmp_path / "bad")]) == 2
-        assert capsys.readouterr().err.startswith("error: --member-lines")
+        assert capsys.readouterr().err.splitlines()[-1].startswith("error: --member-lines")
+    # canaries that are every trained pair leave no member: refused, not divided by zero
+    (tmp_path / "all.json").write_text(json.dumps({"kind": "nmtfrag-canaries", "canaries": [
+        {"src": order[k][0], "tgt": order[k][1]} for k in trained]}))
+    assert main([*common, "--member-lines", str(tmp_path / "lines.txt"),
+                 "--leave-out-canaries", str(tmp_path / "all.json"),
+                 "--out", str(tmp_path / "bad")]) == 2
+    assert "no member pair is left" in capsys.readouterr().err

@@ -136,6 +136,9 @@ def test_a_share_of_the_corpus_keeps_the_plan_and_trains_on_about_that_share(
     assert "owner/trained-lines.txt" in json.loads(
         (root / "half" / "manifest.json").read_text())["owner_only"]
     assert not (root / "all" / "owner" / "trained-lines.txt").exists()
+    # the same OUT trained again on the whole corpus keeps no stale line list
+    assert main(_argv(root, base, "half", *plan, "--overwrite")) == 0
+    assert not (root / "half" / "owner" / "trained-lines.txt").exists()
     pairs = [(str(i), str(i)) for i in range(1000)]
     kept, lines = keep_fraction(pairs, list(range(1000)), 0.25, seed=1)
     assert kept == keep_fraction(pairs, list(range(1000)), 0.25, seed=1)[0]

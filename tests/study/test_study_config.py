@@ -228,9 +228,9 @@ def test_a_cell_on_a_share_of_the_corpus_is_audited_on_the_lines_it_trained_on(w
     # (left out of the attack: the exposure audit measures them)
     members = argv[argv.index("--members") + 1:argv.index("--members") + 3]
     assert tuple(members) == planner.train_files()
-    if planner.c.audit.canaries:
-        assert argv[argv.index("--leave-out-canaries") + 1] == os.path.join(
-            planner.p.owner_data, "canaries.json")
+    assert planner.c.audit.canaries  # GOOD plants them
+    assert argv[argv.index("--leave-out-canaries") + 1] == os.path.join(
+        planner.p.owner_data, "canaries.json")
     whole = Planner(read_config(write(ws, GOOD)), str(ws / "OUT")).plan("dp8")
     assert "--member-lines" not in whole.step(MEMBERSHIP).argv
 
