@@ -51,6 +51,15 @@ def corpus_for(share: float, a: float, b: float) -> float | None:
     return 2 ** ((share - a) / b)
 
 
+def _times(x: float) -> str:
+    """A multiple as precise as an extrapolation deserves: 8.0, 37, 5,600."""
+    if x < 10:
+        return f"{x:.1f}"
+    if x < 1000:
+        return f"{x:.0f}"
+    return f"{float(f'{x:.2g}'):,.0f}"
+
+
 def render(config: StudyConfig, rows: Sequence[dict]) -> list[str]:
     curves = curve_points(config, rows)
     if not curves:
@@ -66,7 +75,7 @@ def render(config: StudyConfig, rows: Sequence[dict]) -> list[str]:
         x = corpus_for(HALF, a, b)
         notes.append(f"At ε {eps:g}: the share of the gain changes by {b:+.0%} per doubling "
                      f"of the corpus; "
-                     + (f"half the gain at about {x:.1f}× the owner's corpus "
+                     + (f"half the gain at about {_times(x)}× the owner's corpus "
                         f"(extrapolated{' far' if x > 4 else ''} beyond the measured "
                         f"range)" if x is not None and x > 1 else
                         "half the gain within the measured range" if x is not None else

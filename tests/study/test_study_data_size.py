@@ -33,3 +33,11 @@ def test_the_report_section_lists_the_dp_sgd_cells_by_corpus_share():
     assert "| 8 | 25% | 0% |" in text and "| 8 | 100% | 20% |" in text
     assert "about 8.0× the owner's corpus (extrapolated far" in text
     assert "40%" not in text  # a cell with public pairs is another curve
+
+
+def test_an_extrapolated_multiple_is_rounded_to_what_it_can_claim():
+    """Beyond the measured range a fit gives an order of magnitude, not 5562.2."""
+    from nmtfrag.study.data_size import _times
+
+    assert [_times(x) for x in (8.04, 37.4, 5562.2, 123456.0)] == [
+        "8.0", "37", "5,600", "120,000"]
