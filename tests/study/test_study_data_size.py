@@ -32,6 +32,7 @@ def test_the_report_section_lists_the_dp_sgd_cells_by_corpus_share():
     text = "\n".join(data_size.render(_config(cells), rows))
     assert "| 8 | 25% | 0% |" in text and "| 8 | 100% | 20% |" in text
     assert "about 8.0× the owner's corpus (extrapolated far" in text
+    assert "percentage points per doubling" in text  # not a relative change
     assert "40%" not in text  # a cell with public pairs is another curve
 
 
