@@ -111,20 +111,26 @@ def pair_losses(translator: Translator, pairs: Sequence[tuple[str, str]],
     return losses
 
 
+def _pair_files(spec: Sequence[str], src_lang: str, tgt_lang: str,
+                what: str) -> tuple[str, str]:
+    """The two files a prefix (PREFIX.src_lang/.tgt_lang) or SRC TGT names."""
+    if len(spec) == 1:
+        spec = [f"{spec[0]}.{src_lang}", f"{spec[0]}.{tgt_lang}"]
+    if len(spec) != 2:
+        raise InputError(f"{what} takes a prefix or two files SRC TGT")
+    return spec[0], spec[1]
+
+
 def _numbered_pairs(spec: Sequence[str], src_lang: str, tgt_lang: str,
                     what: str) -> Iterator[tuple[int, str, str]]:
     """(1-based line, src, tgt) of each usable pair of a prefix (PREFIX.src_lang/.tgt_lang)
     or two files, checked first."""
     from ..data.corpus import SkipLog, read_parallel, validate_parallel
 
-    if len(spec) == 1:
-        spec = [f"{spec[0]}.{src_lang}", f"{spec[0]}.{tgt_lang}"]
-    if len(spec) != 2:
-        raise InputError(f"{what} takes a prefix or two files SRC TGT")
-    for p in spec:
+    src_path, tgt_path = _pair_files(spec, src_lang, tgt_lang, what)
+    for p in (src_path, tgt_path):
         if not os.path.isfile(p):
             raise InputError(f"{what}: {p}: no such file")
-    src_path, tgt_path = spec
     validate_parallel(src_path, tgt_path, what)
     return read_parallel(src_path, tgt_path, SkipLog())
 
@@ -171,7 +177,7 @@ def check_lines_match_members(lines_path: str, spec: Sequence[str], src_lang: st
     trained = read_json(manifest).get("inputs_sha256", {})
     if "train_src" not in trained or "train_tgt" not in trained:
         return False
-    files = [f"{spec[0]}.{src_lang}", f"{spec[0]}.{tgt_lang}"] if len(spec) == 1 else spec
+    files = _pair_files(spec, src_lang, tgt_lang, "--members")
     for side, path in zip(("train_src", "train_tgt"), files):
         if os.path.isfile(path) and sha256_file(path) != trained[side]:
             raise InputError(f"--member-lines {lines_path} numbers the lines of the files "
@@ -197,6 +203,25 @@ def split_by_lines(spec: Sequence[str], src_lang: str, tgt_lang: str,
                          f"pair of --members (first: {unknown[0]}): written for other "
                          f"files?")
     return trained, rest
+
+
+def leave_out_canaries(path: str, members: list[tuple[str, str]],
+                       same: list[tuple[str, str]] | None
+                       ) -> tuple[list[tuple[str, str]], list[tuple[str, str]] | None]:
+    """Members and same-file non-members without the canary pairs planted in the training
+    files (canaries.json at `path`): the exposure audit measures those."""
+    from .canaries import read_canaries
+
+    try:
+        planted = {(c["src"], c["tgt"]) for c in read_canaries(path)}
+    except (KeyError, TypeError):
+        raise InputError(f"--leave-out-canaries {path}: a canary without its planted pair "
+                         f"(src, tgt): not written by `nmtfrag audit canaries`?") from None
+    members = [p for p in members if p not in planted]
+    if not members:
+        raise InputError(f"--leave-out-canaries {path}: no member pair is left once the "
+                         f"planted pairs are left out")
+    return members, None if same is None else [p for p in same if p not in planted]
 
 
 def sample_pairs(pairs: list[tuple[str, str]], limit: int | None,

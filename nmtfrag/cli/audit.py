@@ -326,19 +326,8 @@ def _run_membership(args):
     nonmembers = membership.read_pairs(args.non_members, args.src_lang, args.tgt_lang,
                                        "--non-members")
     if args.leave_out_canaries:
-        from ..audit.canaries import read_canaries
-
-        try:
-            planted = {(c["src"], c["tgt"]) for c in read_canaries(args.leave_out_canaries)}
-        except (KeyError, TypeError):
-            raise InputError(f"--leave-out-canaries {args.leave_out_canaries}: a canary "
-                             f"without its planted pair (src, tgt): not written by "
-                             f"`nmtfrag audit canaries`?") from None
-        members = [p for p in members if p not in planted]
-        same = None if same is None else [p for p in same if p not in planted]
-        if not members:
-            raise InputError(f"--leave-out-canaries {args.leave_out_canaries}: no member "
-                             f"pair is left once the planted pairs are left out")
+        members, same = membership.leave_out_canaries(args.leave_out_canaries, members,
+                                                      same)
     rep = membership.audit_membership(
         args.model, members, nonmembers, args.out, reference=args.reference_model,
         src_lang=args.src_lang, tgt_lang=args.tgt_lang,

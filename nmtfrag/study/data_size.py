@@ -73,8 +73,8 @@ def render(config: StudyConfig, rows: Sequence[dict]) -> list[str]:
             lines.append(f"| {eps:g} | {f:.0%} | {or_dash(s, '{:.0%}')} |")
         a, b = fit(pts)
         x = corpus_for(HALF, a, b)
-        notes.append(f"At ε {eps:g}: the share of the gain changes by {b * 100:+.0f} percentage points per doubling "
-                     f"of the corpus; "
+        notes.append(f"At ε {eps:g}: the share of the gain changes by {b * 100:+.0f} "
+                     f"percentage points per doubling of the corpus; "
                      + (f"half the gain at about {_times(x)}× the owner's corpus "
                         f"(extrapolated{' far' if x > 4 else ''} beyond the measured "
                         f"range)" if x is not None and x > 1 else
