@@ -40,6 +40,22 @@ OWNER_DIR = "owner"
 TRAINED_LINES = "trained-lines.txt"
 
 
+# What a finished training run (finetune, DP or not) leaves in OUT besides its dicts and
+# BPE codes, which every run rewrites: each removed before another run writes into OUT, so
+# no file outlives the run that made it (a DP run's owner manifest beside a later model
+# trained without DP; a model.pt beside a DP run killed before it wrote its own).
+RUN_OUTPUTS = (MANIFEST, "model.pt", "privacy.json", "train.log",
+               f"{OWNER_DIR}/{MANIFEST}", f"{OWNER_DIR}/{TRAINED_LINES}")
+
+
+def remove_run_outputs(out: StrPath) -> None:
+    """Remove RUN_OUTPUTS from the training OUT `out` (those that exist)."""
+    for name in RUN_OUTPUTS:
+        path = os.path.join(out, name)
+        if os.path.lexists(path):
+            os.unlink(path)
+
+
 def trained_lines_path(model_dir: StrPath) -> str:
     return os.path.join(model_dir, OWNER_DIR, TRAINED_LINES)
 

@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING
 
 from ..data.corpus import scan_text_file
 from ..errors import InputError, is_disk_error, note_interruption, with_path
-from ..fileio import (MANIFEST, OWNER_DIR, TRAINED_LINES, prepare_output_dir,
-                      private_workdir, write_json, write_owner_json)
+from ..fileio import (MANIFEST, prepare_output_dir, private_workdir, remove_run_outputs,
+                      write_json, write_owner_json)
 from ..model_dir import ModelDir, allow_full_checkpoint_load, load_state
 from ..randomness import Seed, resolve_seed
 from ..train import data as training_data
@@ -223,10 +223,7 @@ def open_output(job: FineTuneJob, config: DPConfig, md: ModelDir, sources: Train
         md.path, job.train, sources.train.src, sources.train.tgt, job.valid_src,
         job.valid_tgt, config.documents])
     _clean_stale_work(out)
-    for f in (MANIFEST, "privacy.json", "train.log", os.path.join(OWNER_DIR, MANIFEST),
-              os.path.join(OWNER_DIR, TRAINED_LINES)):
-        if os.path.exists(os.path.join(out, f)):
-            os.unlink(os.path.join(out, f))
+    remove_run_outputs(out)  # (a resumed run keeps its owner/ state and step log)
     hashes = training_data.input_hashes(md, sources,
                                         config.documents if with_documents else None)
     from .records import public_hashes

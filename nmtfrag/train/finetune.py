@@ -49,8 +49,8 @@ from typing import TYPE_CHECKING, Protocol, TypedDict
 from . import data as training_data
 from ..errors import (InputError, check_bool, check_int, check_number, is_disk_error,
                       note_interruption, with_path)
-from ..fileio import (MANIFEST, OWNER_DIR, TRAINED_LINES, lock_output_dir,
-                     prepare_output_dir, public_name, read_json, tool_versions, write_json)
+from ..fileio import (MANIFEST, OWNER_DIR, lock_output_dir, prepare_output_dir,
+                     public_name, read_json, remove_run_outputs, tool_versions, write_json)
 from .fairseq_fixes import RESUME_POINT_SECONDS, STOP_EARLY, run_fairseq_train
 from .job import FineTuneJob
 from ..model_dir import ModelDir, allow_full_checkpoint_load, load_state
@@ -570,10 +570,10 @@ def open_run_dirs(job: FineTuneJob, md: ModelDir, sources: TrainingSources) -> R
                          f"it or --overwrite to start again")
     for d in (dirs.layout.work, dirs.save_dir):
         shutil.rmtree(d, ignore_errors=True)
-    for f in (MANIFEST, "train.log", "model.pt", "privacy.json",
-              os.path.join(OWNER_DIR, TRAINED_LINES)):  # a --dp --train-fraction run's
-        if os.path.exists(os.path.join(out, f)):
-            os.unlink(os.path.join(out, f))
+    remove_run_outputs(out)
+    # a run without DP writes nothing to owner/: what is there is an earlier DP run's
+    # (its resume state, step log and owner manifest)
+    shutil.rmtree(os.path.join(out, OWNER_DIR), ignore_errors=True)
     return dirs
 
 

@@ -92,6 +92,27 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_one(tiny_dir, tmp_path,
         dp_finetune(_job(root, base, cut, resume=True), _config())
 
 
+def test_a_dp_run_into_a_finished_model_leaves_none_of_its_outputs(tiny_dir, tmp_path,
+                                                                   monkeypatch):
+    """--overwrite into a finished model (here one trained without DP): a DP run killed
+    before it wrote its own model leaves no file of the model it replaces beside its
+    resume state (a model.pt there would pass for this run's)."""
+    from nmtfrag.train.data import MODEL_KIND
+
+    root, base = tiny_dir
+    out = tmp_path / "ft"
+    (out / "owner").mkdir(parents=True)
+    (out / "manifest.json").write_text(json.dumps({"kind": MODEL_KIND}))
+    for name in ("model.pt", "train.log", "owner/trained-lines.txt"):
+        (out / name).write_text("stale")
+    monkeypatch.setattr(resume.Checkpointer, "stop_after", 1)
+    with pytest.raises(resume.Interrupted):
+        dp_finetune(_job(root, base, out, overwrite=True, save_every=1), _config())
+    left = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert not left & {"manifest.json", "model.pt", "train.log", "owner/trained-lines.txt"}
+    assert os.path.isfile(resume.state_path(str(out)))  # the interrupted run's own state
+
+
 def test_resume_needs_an_interrupted_run(tiny_dir, tmp_path):
     root, base = tiny_dir
     with pytest.raises(InputError, match="no interrupted DP run"):

@@ -511,9 +511,9 @@ def test_a_run_that_ends_worse_than_it_started_says_so():
 
 
 def test_a_restarted_run_leaves_no_certificate_of_the_run_it_replaces(tmp_path):
-    """--overwrite into a finished model that carried a certificate: the new run starts
-    without the old privacy.json (else a model trained without the release's guarantee
-    would ship the old one's)."""
+    """--overwrite into a finished DP model: the new run (without DP) starts without the
+    old privacy.json (else a model trained without the release's guarantee would ship the
+    old one's), nor its owner-only manifest, member lines, resume state or step log."""
     import types
 
     from nmtfrag.train.data import MODEL_KIND
@@ -523,6 +523,10 @@ def test_a_restarted_run_leaves_no_certificate_of_the_run_it_replaces(tmp_path):
     (out / "manifest.json").write_text(json.dumps({"kind": MODEL_KIND, "dp": True}))
     (out / "privacy.json").write_text("{}")
     (out / "model.pt").write_bytes(b"x")
+    (out / "owner").mkdir()
+    for name in ("manifest.json", "trained-lines.txt", "train.log", "dp-run.json",
+                 "dp-count.json"):
+        (out / "owner" / name).write_text("{}")
     job = FineTuneJob(model=str(tmp_path / "model"), train=str(tmp_path / "c"),
                       out=str(out), overwrite=True)
     sources = types.SimpleNamespace(
