@@ -9,6 +9,11 @@
       every cell's state, CPU time so far and progress against its cap or plan
   nmtfrag study report CONFIG --out DIR
       rewrite DIR/report/ (report.md, report.json, privacy_utility.png) from what is done
+  nmtfrag study export CONFIG --out DIR --to SEED --cell NAME […]
+      write SEED, a new study directory holding what another machine needs to run the
+      named cells (DIR's record, the owner's shared inputs, the finished baseline and
+      releases), so it spends its time training; run them there with `study run --out
+      SEED`, then import them here. SEED/owner holds the owner's training pairs
   nmtfrag study import CONFIG --out DIR --from OTHER --cell NAME […]
       copy finished cells of study OTHER (e.g. run on a GPU machine) into DIR, if their
       recorded settings equal DIR's and both baselines decoded the test set alike; the
@@ -40,6 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for name, text in (("run", "run or continue the study"),
                        ("status", "where every cell stands (starts nothing)"),
                        ("report", "rewrite the report from the finished cells"),
+                       ("export", "write a new study directory to run cells elsewhere"),
                        ("import", "copy finished cells of another study directory here")):
         s = sub.add_parser(name, help=text, description=text)
         s.add_argument("config", metavar="CONFIG", help="the study's TOML config file")
@@ -65,6 +71,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                            help="the study directory the cells ran in (same config)")
             s.add_argument("--cell", action="append", required=True, metavar="NAME",
                            help="a finished cell of OTHER to import (repeatable)")
+        if name == "export":
+            s.add_argument("--to", required=True, metavar="SEED",
+                           help="the new study directory to write (must not exist); it "
+                                "holds the owner's training pairs: move it only to a "
+                                "machine the owner trusts")
+            s.add_argument("--cell", action="append", required=True, metavar="NAME",
+                           help="a cell to run there, not finished here (repeatable)")
         if name == "status":
             s.add_argument("--json", action="store_true", help="the records as JSON")
 
@@ -115,6 +128,12 @@ def run(args: argparse.Namespace) -> int:
         holder, rows = study_status(config, args.out)
         print(json.dumps({"running_pid": holder, "cells": rows}, indent=1) if args.json
               else render(args.out, holder, rows))
+        return 0
+    if args.study_command == "export":
+        from ..study.transfer import export_seed
+
+        for line in export_seed(config, args.out, args.to, list(dict.fromkeys(args.cell))):
+            print(line)
         return 0
     if args.study_command == "import":
         from ..study.report import write_report

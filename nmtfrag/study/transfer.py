@@ -1,4 +1,5 @@
-"""`nmtfrag study import`: bring finished cells of another study directory into this one.
+"""`nmtfrag study export` and `import`: run cells of a study on another machine, and bring
+the finished cells back.
 
 Why: a study may run its cells on different machines, each with its own OUT (a GPU lent
 for minutes carries back a small OUT; the CPU goes on with the rest in another). One
@@ -8,6 +9,11 @@ two baselines decoded the test set to the same output, so its significance tests
 the baseline hold here. Each imported cell remembers the machines it ran on, and the
 report marks it. Only finished cells are taken, and never over a finished cell here; a
 cell's unfinished steps here are discarded (the import names them).
+
+The other machine starts from an export: a new study directory holding what its cells
+need of this one and nothing more (the record, the owner's shared inputs, the finished
+baseline, the finished releases they start from), so it spends its time on training,
+not on what is done here already (a GPU lent for minutes cannot afford the baseline's).
 """
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ from ..fileio import (lock_output_dir, read_json, release_output_lock, sha256_fi
                       write_json)
 from .config import BASELINE, StudyConfig
 from .machine import machine_text, read_machines
-from .plan import EVALUATE, Paths, Planner
+from .plan import EVALUATE, RELEASE, Paths, Planner
 from .record import check_and_record, differences, read_record, settings_now
 
 IMPORTED = "imported"  # the state.json key an imported cell carries
@@ -67,6 +73,91 @@ def import_cells(config: StudyConfig, out: str, source: str, cells: list[str]
         return [_copy_cell(here, there, name, replaced[name]) for name in cells]
     finally:
         release_output_lock(here.out)
+
+
+def export_seed(config: StudyConfig, out: str, to: str, cells: list[str]) -> list[str]:
+    """Write the new study directory `to` from study `out`, for another machine to run
+    `cells` in (`study run --out TO`) before they are imported here; returns lines saying
+    what it holds and what to run. Only finished outputs are copied (a live study may go
+    on meanwhile: it never rewrites them); `to` appears whole or not at all."""
+    here = Paths(out)
+    rec = read_record(out)
+    for name in cells:
+        _check_cell(config, name)
+    now = settings_now(config, [BASELINE, *cells])
+    for name in (BASELINE, *cells):
+        recorded = (rec["cells"].get(name) or {}).get("settings")
+        diff = differences(recorded, now[name]) if recorded is not None else []
+        if diff:
+            raise InputError(f"{out}: cell {name!r} was recorded with other settings than "
+                             f"{config.path}'s: {diff[0]}")
+    planner = Planner(config, here.out)
+    shared = planner.canary_step()
+    if not planner.plan(BASELINE).done or (shared is not None and not shared.done):
+        raise InputError(f"{out}: its baseline is not finished (`nmtfrag study status`): "
+                         f"run the study there first (every cell is tested against it)")
+    for name in cells:
+        if planner.plan(name).done:
+            raise InputError(f"{out}: cell {name!r} is finished here: nothing to run "
+                             f"elsewhere")
+    seed = _new_study_dir(to, here.out)
+    tmp = tempfile.mkdtemp(prefix=".tmp-export-", dir=os.path.dirname(seed))
+    try:
+        staged = Paths(tmp)
+        shutil.copy2(here.record, staged.record)
+        os.makedirs(os.path.join(tmp, "owner"), mode=0o700)
+        copied = []
+        for d, what in ((here.owner_data, "the owner's training corpus with its canaries"),
+                        (here.align_model, "the DP releases' public aligner")):
+            if os.path.isfile(os.path.join(d, "manifest.json")):
+                shutil.copytree(d, os.path.join(tmp, os.path.relpath(d, here.out)))
+                copied.append(what)
+        shutil.copytree(here.cell(BASELINE), staged.cell(BASELINE))
+        releases = [n for n in dict.fromkeys([*planner.release_cells(cells), *cells])
+                    if (step := planner.plan(n).step(RELEASE)) is not None and step.done]
+        for name in releases:
+            _copy_release(here, staged, name)
+        os.rename(tmp, seed)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(seed) for f in fs)
+    names = " ".join(f"--cell {n}" for n in cells)
+    return [f"{seed}: {size / 2**20:.1f} MiB: the study's record, its baseline, "
+            + ", ".join(copied + [f"{len(releases)} finished release(s)"
+                                  + (f" ({', '.join(releases)})" if releases else "")]),
+            f"warning: {seed}/owner holds the owner's training pairs and canary secrets: "
+            f"move it only to a machine the owner trusts, and delete it there once imported",
+            f"there: nmtfrag study run {config.path} --out {os.path.basename(seed)} {names}",
+            f"here:  nmtfrag study import {config.path} --out {out} --from "
+            f"{os.path.basename(seed)} {names}"]
+
+
+def _new_study_dir(to: str, out: str) -> str:
+    """`to` as an absolute path that names nothing yet, outside study `out` (and not
+    holding it); its parent is created."""
+    to = os.path.abspath(to)
+    if os.path.lexists(to):
+        raise InputError(f"--to {to}: exists already; name a new directory")
+    if os.path.commonpath([to, out]) in (to, out):
+        raise InputError(f"--to {to}: inside the study directory {out} (or holding it)")
+    os.makedirs(os.path.dirname(to), exist_ok=True)
+    return to
+
+
+def _copy_release(here: Paths, staged: Paths, name: str) -> None:
+    """A cell's finished release step, its log, and its state's record of that step only
+    (a cell's other steps run there afresh)."""
+    shutil.copytree(here.step(name, RELEASE), staged.step(name, RELEASE))
+    log = here.log(name, RELEASE)
+    if os.path.isfile(log):
+        os.makedirs(os.path.dirname(staged.log(name, RELEASE)), exist_ok=True)
+        shutil.copy2(log, staged.log(name, RELEASE))
+    state_file = os.path.join(here.cell(name), "state.json")
+    steps = (read_json(state_file).get("steps") or {}) if os.path.isfile(state_file) else {}
+    if RELEASE in steps:
+        write_json(os.path.join(staged.cell(name), "state.json"),
+                   {"steps": {RELEASE: steps[RELEASE]}})
 
 
 def _check_cell(config: StudyConfig, name: str) -> None:

@@ -373,3 +373,75 @@ def test_finished_cells_of_another_study_import_with_their_machine(study, tmp_pa
     write_report(config, str(out))
     assert "plus steps rerun here: len4-tag's evaluate." in \
         (out / "report" / "report.md").read_text()
+
+
+def test_cells_exported_run_elsewhere_without_redoing_the_baseline_and_import_back(
+        study, tmp_path):
+    """`study export`: the new study directory another machine runs a cell in holds this
+    study's record, the owner's shared inputs, the finished baseline and the release the
+    cell starts from, so only the cell's own steps run there; imported back it reports
+    what the same cell run here reported (a seeded study)."""
+    import shutil
+
+    from nmtfrag.errors import InputError
+    from nmtfrag.study.config import read_config
+    from nmtfrag.study.report import write_report
+    from nmtfrag.study.transfer import export_seed, import_cells
+
+    config_path, src, _, rows = study
+    config = read_config(str(config_path))
+    here = tmp_path / "here"  # this machine: the baseline done, len4-tag's release made
+    (here / "cells" / "len4-tag" / "logs").mkdir(parents=True)
+    for part in ("study.json", "owner", "cells/baseline", "cells/len4-tag/release",
+                 "cells/len4-tag/logs/release.log", "cells/len4-tag/state.json"):
+        (shutil.copytree if (src / part).is_dir() else shutil.copy)(src / part, here / part)
+    before = snapshot(str(here))
+
+    def refused(cells, match, to=tmp_path / "seed", out=here):
+        with pytest.raises(InputError, match=match):
+            export_seed(config, str(out), str(to), cells)
+        assert snapshot(str(here)) == before and not (tmp_path / "seed").exists()
+
+    refused(["nope"], "no such cell")
+    refused(["baseline"], "its own baseline")
+    refused(["len4-tag"], "finished here", out=src)
+    refused(["len4-tag"], "exists already", to=here / "cells")
+    refused(["len4-tag"], "inside the study directory", to=here / "seed")
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(here, unfinished)
+    os.remove(unfinished / "cells" / "baseline" / "evaluate" / "manifest.json")
+    refused(["len4-tag"], "baseline is not finished", out=unfinished)
+
+    said = export_seed(config, str(here), str(tmp_path / "seed"), ["len4-tag"])
+    assert "1 finished release(s) (len4-tag)" in said[0] and "canaries" in said[0]
+    assert "owner holds the owner's training pairs" in said[1]
+    assert said[3].endswith("--from seed --cell len4-tag")
+    seed = tmp_path / "seed"
+    assert snapshot(str(here)) == before  # read only
+    assert sorted(os.listdir(seed)) == ["cells", "owner", "study.json"]
+    assert sorted(os.listdir(seed / "cells")) == ["baseline", "len4-tag"]
+    assert sorted(os.listdir(seed / "cells" / "len4-tag")) == ["logs", "release", "state.json"]
+    assert os.stat(seed / "owner").st_mode & 0o077 == 0
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp")]
+    for part in ("cells/baseline/evaluate/hyp.txt", "owner/data/train.de",
+                 "cells/len4-tag/release/phrases.en"):
+        assert (seed / part).read_bytes() == (src / part).read_bytes(), part
+    assert list(json.loads((seed / "cells/len4-tag/state.json").read_text())["steps"]) \
+        == ["release"]  # here its state records every step: only the release travels
+    kept = {p: (seed / p).read_bytes() for p in
+            ("cells/baseline/state.json", "cells/len4-tag/state.json")}
+
+    proc = _study("run", str(config_path), "--out", str(seed), "--cell", "len4-tag",
+                  "--jobs", "1", "--threads", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "baseline: evaluate" not in proc.stderr and "len4-tag: release" not in proc.stderr
+    assert (seed / "cells/baseline/state.json").read_bytes() == kept["cells/baseline/state.json"]
+    ran = json.loads((seed / "cells/len4-tag/state.json").read_text())["steps"]
+    assert ran["release"] == json.loads(kept["cells/len4-tag/state.json"])["steps"]["release"]
+    assert "finetune" in ran and "evaluate" in ran
+
+    assert import_cells(config, str(here), str(seed), ["len4-tag"])[0].startswith(
+        "len4-tag: imported from")
+    got = {r["name"]: r for r in write_report(config, str(here))}
+    for key in ("bleu", "chrf", "p_bleu"):
+        assert got["len4-tag"][key] == rows["len4-tag"][key], key
