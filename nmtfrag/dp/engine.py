@@ -223,7 +223,6 @@ def open_output(job: FineTuneJob, config: DPConfig, md: ModelDir, sources: Train
         md.path, job.train, sources.train.src, sources.train.tgt, job.valid_src,
         job.valid_tgt, config.documents])
     _clean_stale_work(out)
-    remove_run_outputs(out)  # (a resumed run keeps its owner/ state and step log)
     hashes = training_data.input_hashes(md, sources,
                                         config.documents if with_documents else None)
     from .records import public_hashes
@@ -234,6 +233,9 @@ def open_output(job: FineTuneJob, config: DPConfig, md: ModelDir, sources: Train
         config.accountant = resume.saved_accountant(out) or config.accountant
     resume.prepare(out, resume.run_identity(config, job, hashes), job.resume,
                    job.overwrite, resume.setting_defaults(config))
+    # only once the run is allowed (a refused one removes nothing); a resumed run keeps
+    # its owner/ state and step log
+    remove_run_outputs(out)
     return out, hashes
 
 

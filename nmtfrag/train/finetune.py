@@ -568,12 +568,17 @@ def open_run_dirs(job: FineTuneJob, md: ModelDir, sources: TrainingSources) -> R
             and not os.path.isfile(os.path.join(out, MANIFEST)):
         raise InputError(f"{out} holds an interrupted run: pass --resume to continue "
                          f"it or --overwrite to start again")
+    owner = os.path.join(out, OWNER_DIR)  # written by DP runs only
+    if os.path.isdir(owner) and os.listdir(owner) and not job.overwrite:
+        raise InputError(f"{out} holds an interrupted DP run (its state in {OWNER_DIR}/): "
+                         f"continue it with `finetune --dp … --resume`, or pass --overwrite "
+                         f"to start again")
     for d in (dirs.layout.work, dirs.save_dir):
         shutil.rmtree(d, ignore_errors=True)
     remove_run_outputs(out)
     # a run without DP writes nothing to owner/: what is there is an earlier DP run's
     # (its resume state, step log and owner manifest)
-    shutil.rmtree(os.path.join(out, OWNER_DIR), ignore_errors=True)
+    shutil.rmtree(owner, ignore_errors=True)
     return dirs
 
 

@@ -96,7 +96,8 @@ def test_a_dp_run_into_a_finished_model_leaves_none_of_its_outputs(tiny_dir, tmp
                                                                    monkeypatch):
     """--overwrite into a finished model (here one trained without DP): a DP run killed
     before it wrote its own model leaves no file of the model it replaces beside its
-    resume state (a model.pt there would pass for this run's)."""
+    resume state (a model.pt there would pass for this run's); a refused run, none
+    removed."""
     from nmtfrag.train.data import MODEL_KIND
 
     root, base = tiny_dir
@@ -105,6 +106,9 @@ def test_a_dp_run_into_a_finished_model_leaves_none_of_its_outputs(tiny_dir, tmp
     (out / "manifest.json").write_text(json.dumps({"kind": MODEL_KIND}))
     for name in ("model.pt", "train.log", "owner/trained-lines.txt"):
         (out / name).write_text("stale")
+    with pytest.raises(InputError, match="nothing to resume"):  # refused: kept whole
+        dp_finetune(_job(root, base, out, resume=True, overwrite=True), _config())
+    assert (out / "model.pt").read_text() == "stale" and (out / "manifest.json").exists()
     monkeypatch.setattr(resume.Checkpointer, "stop_after", 1)
     with pytest.raises(resume.Interrupted):
         dp_finetune(_job(root, base, out, overwrite=True, save_every=1), _config())

@@ -538,6 +538,34 @@ def test_a_restarted_run_leaves_no_certificate_of_the_run_it_replaces(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == []
 
 
+def test_a_run_without_dp_keeps_an_interrupted_dp_run_unless_told(tmp_path):
+    """An OUT holding an interrupted DP run (its state in owner/, no manifest): a run
+    without DP and without --overwrite is refused and removes nothing; with --overwrite
+    it starts afresh without that state."""
+    import types
+
+    out = tmp_path / "ft"
+    (out / "owner").mkdir(parents=True)
+    for name in ("dp-state.pt", "dp-run.json", "dp-count.json", "train.log"):
+        (out / "owner" / name).write_text("{}")
+    sources = types.SimpleNamespace(
+        train=types.SimpleNamespace(src=None, tgt=None), valid_src=None, valid_tgt=None)
+
+    def open_dirs(**kw):
+        job = FineTuneJob(model=str(tmp_path / "model"), train=str(tmp_path / "c"),
+                          out=str(out), **kw)
+        try:
+            finetune_module.open_run_dirs(job, types.SimpleNamespace(path=None), sources)
+        finally:
+            release_output_locks()
+
+    with pytest.raises(InputError, match="interrupted DP run .*--dp … --resume"):
+        open_dirs()
+    assert len(os.listdir(out / "owner")) == 4
+    open_dirs(overwrite=True)
+    assert not (out / "owner").exists()
+
+
 def _keep_without_training(monkeypatch, tmp_path, certifier, release_cert):
     """_prepare_train_keep with preparing and training stubbed out, on a release dir that
     holds a privacy.json or not; (its manifest, what it printed to stderr)."""
