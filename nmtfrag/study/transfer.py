@@ -24,14 +24,16 @@ import time
 from typing import Any
 
 from ..errors import InputError
-from ..fileio import (lock_output_dir, read_json, release_output_lock, sha256_file,
-                      write_json)
+from ..fileio import (lock_output_dir, output_lock_holder, read_json, release_output_lock,
+                      sha256_file, write_json)
 from .config import BASELINE, StudyConfig
 from .machine import machine_text, read_machines
 from .plan import EVALUATE, RELEASE, Paths, Planner
 from .record import check_and_record, differences, read_record, settings_now
 
 IMPORTED = "imported"  # the state.json key an imported cell carries
+EXPORTED = "exported"  # a step's key in state.json: the step was copied from the export's
+                       # source (its CPU is that machine's, not the one the cell ran on)
 
 
 def import_cells(config: StudyConfig, out: str, source: str, cells: list[str]
@@ -68,7 +70,8 @@ def import_cells(config: StudyConfig, out: str, source: str, cells: list[str]
             if plan_here.done:
                 raise InputError(f"{out}: cell {name!r} is finished here already; "
                                  f"nothing is replaced")
-            replaced[name] = [s.name for s in plan_here.steps if os.path.isdir(s.out)]
+            replaced[name] = [s.name for s in plan_here.steps
+                              if os.path.isdir(s.out) and not s.done]
         check_and_record(config, here.record, {n: now[n] for n in cells})  # now held here
         return [_copy_cell(here, there, name, replaced[name]) for name in cells]
     finally:
@@ -81,16 +84,16 @@ def export_seed(config: StudyConfig, out: str, to: str, cells: list[str]) -> lis
     what it holds and what to run. Only finished outputs are copied (a live study may go
     on meanwhile: it never rewrites them); `to` appears whole or not at all."""
     here = Paths(out)
-    rec = read_record(out)
+    read_record(out)  # a study directory
     for name in cells:
         _check_cell(config, name)
-    now = settings_now(config, [BASELINE, *cells])
-    for name in (BASELINE, *cells):
-        recorded = (rec["cells"].get(name) or {}).get("settings")
-        diff = differences(recorded, now[name]) if recorded is not None else []
-        if diff:
-            raise InputError(f"{out}: cell {name!r} was recorded with other settings than "
-                             f"{config.path}'s: {diff[0]}")
+        if config.cell(name).adopt:
+            raise InputError(f"--cell {name}: it adopts a finished run of this machine "
+                             f"({config.cell(name).adopt}); run it here")
+    # every recorded cell, as `study run` there will check them against the record
+    check_and_record(config, here.record,
+                     settings_now(config, [BASELINE] + [c.name for c in config.cells]),
+                     write=False)
     planner = Planner(config, here.out)
     shared = planner.canary_step()
     if not planner.plan(BASELINE).done or (shared is not None and not shared.done):
@@ -117,20 +120,32 @@ def export_seed(config: StudyConfig, out: str, to: str, cells: list[str]) -> lis
                     if (step := planner.plan(n).step(RELEASE)) is not None and step.done]
         for name in releases:
             _copy_release(here, staged, name)
+        if os.path.lexists(seed):  # made meanwhile
+            raise InputError(f"--to {seed}: exists already; name a new directory")
         os.rename(tmp, seed)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, (shutil.Error, OSError)) and not isinstance(exc, InputError):
+            raise InputError(f"--to {seed}: could not be written ({exc}); nothing was "
+                             f"exported") from None
         raise
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(seed) for f in fs)
     names = " ".join(f"--cell {n}" for n in cells)
-    return [f"{seed}: {size / 2**20:.1f} MiB: the study's record, its baseline, "
-            + ", ".join(copied + [f"{len(releases)} finished release(s)"
-                                  + (f" ({', '.join(releases)})" if releases else "")]),
-            f"warning: {seed}/owner holds the owner's training pairs and canary secrets: "
-            f"move it only to a machine the owner trusts, and delete it there once imported",
-            f"there: nmtfrag study run {config.path} --out {os.path.basename(seed)} {names}",
-            f"here:  nmtfrag study import {config.path} --out {out} --from "
-            f"{os.path.basename(seed)} {names}"]
+    lines = [f"{seed}: {size / 2**20:.1f} MiB: the study's record, its baseline, "
+             + ", ".join(copied + [f"{len(releases)} finished release(s)"
+                                   + (f" ({', '.join(releases)})" if releases else "")]),
+             f"warning: {seed}/owner holds the owner's training pairs and canary secrets, "
+             f"and the machine that runs it also needs {config.path}'s model and data "
+             f"files (the owner's corpus among them): use only a machine the owner trusts, "
+             f"and delete them there once imported"]
+    holder = output_lock_holder(here.out)
+    if holder is not None:
+        lines.append(f"warning: a study run (pid {holder}) holds {out}: if it may reach "
+                     f"these cells, restart it with --cell naming the others (an import "
+                     f"never replaces a cell finished here)")
+    return lines + [
+        f"there: nmtfrag study run CONFIG --out {seed} {names}   (SEED at that path)",
+        f"here:  nmtfrag study import {config.path} --out {here.out} --from {seed} {names}"]
 
 
 def _new_study_dir(to: str, out: str) -> str:
@@ -139,7 +154,8 @@ def _new_study_dir(to: str, out: str) -> str:
     to = os.path.abspath(to)
     if os.path.lexists(to):
         raise InputError(f"--to {to}: exists already; name a new directory")
-    if os.path.commonpath([to, out]) in (to, out):
+    real = os.path.join(os.path.realpath(os.path.dirname(to)), os.path.basename(to))
+    if os.path.commonpath([real, os.path.realpath(out)]) in (real, os.path.realpath(out)):
         raise InputError(f"--to {to}: inside the study directory {out} (or holding it)")
     os.makedirs(os.path.dirname(to), exist_ok=True)
     return to
@@ -155,9 +171,9 @@ def _copy_release(here: Paths, staged: Paths, name: str) -> None:
         shutil.copy2(log, staged.log(name, RELEASE))
     state_file = os.path.join(here.cell(name), "state.json")
     steps = (read_json(state_file).get("steps") or {}) if os.path.isfile(state_file) else {}
-    if RELEASE in steps:
+    if RELEASE in steps:  # marked: an import counts its CPU as this machine's again
         write_json(os.path.join(staged.cell(name), "state.json"),
-                   {"steps": {RELEASE: steps[RELEASE]}})
+                   {"steps": {RELEASE: dict(steps[RELEASE], **{EXPORTED: True})}})
 
 
 def _check_cell(config: StudyConfig, name: str) -> None:
@@ -208,7 +224,8 @@ def _copy_cell(here: Paths, there: Paths, name: str, replaced: list[str]) -> str
                            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            # what each step had cost there: CPU a step adds later
                            # (a rerun here) is this machine's
-                           "cpu_seconds": {n: st.get("cpu_seconds", 0.0) for n, st in
+                           "cpu_seconds": {n: 0.0 if st.get(EXPORTED) else
+                                           st.get("cpu_seconds", 0.0) for n, st in
                                            (state.get("steps") or {}).items()}}
         write_json(state_file, state)
     except BaseException as exc:
@@ -247,7 +264,7 @@ def steps_run_here(state: dict[str, Any]) -> list[str]:
         return []
     there = _cpu_there(state)
     return [n for n, st in (state.get("steps") or {}).items()
-            if st.get("cpu_seconds", 0.0) > there[n]]
+            if st.get("cpu_seconds", 0.0) > there[n] and not st.get(EXPORTED)]
 
 
 def cpu_seconds_elsewhere(state: dict[str, Any]) -> float:

@@ -403,6 +403,11 @@ def test_cells_exported_run_elsewhere_without_redoing_the_baseline_and_import_ba
         assert snapshot(str(here)) == before and not (tmp_path / "seed").exists()
 
     refused(["nope"], "no such cell")
+    changed = tmp_path / "changed.toml"  # another cell's setting changed since it ran
+    changed.write_text(config_path.read_text().replace("passes = 2", "passes = 3"))
+    with pytest.raises(InputError, match="'rel8' was recorded .* passes"):
+        export_seed(read_config(str(changed)), str(here), str(tmp_path / "seed"),
+                    ["len4-tag"])
     refused(["baseline"], "its own baseline")
     refused(["len4-tag"], "finished here", out=src)
     refused(["len4-tag"], "exists already", to=here / "cells")
@@ -415,7 +420,8 @@ def test_cells_exported_run_elsewhere_without_redoing_the_baseline_and_import_ba
     said = export_seed(config, str(here), str(tmp_path / "seed"), ["len4-tag"])
     assert "1 finished release(s) (len4-tag)" in said[0] and "canaries" in said[0]
     assert "owner holds the owner's training pairs" in said[1]
-    assert said[3].endswith("--from seed --cell len4-tag")
+    assert "model and data files" in said[1]
+    assert said[3].endswith(f"--from {tmp_path / 'seed'} --cell len4-tag")
     seed = tmp_path / "seed"
     assert snapshot(str(here)) == before  # read only
     assert sorted(os.listdir(seed)) == ["cells", "owner", "study.json"]
@@ -440,8 +446,17 @@ def test_cells_exported_run_elsewhere_without_redoing_the_baseline_and_import_ba
     assert ran["release"] == json.loads(kept["cells/len4-tag/state.json"])["steps"]["release"]
     assert "finetune" in ran and "evaluate" in ran
 
-    assert import_cells(config, str(here), str(seed), ["len4-tag"])[0].startswith(
-        "len4-tag: imported from")
+    said = import_cells(config, str(here), str(seed), ["len4-tag"])[0]
+    assert said.startswith("len4-tag: imported from") and "discarded" not in said
     got = {r["name"]: r for r in write_report(config, str(here))}
     for key in ("bleu", "chrf", "p_bleu"):
         assert got["len4-tag"][key] == rows["len4-tag"][key], key
+    # the release made here stays this machine's CPU (not the other's, not a rerun)
+    from nmtfrag.study.status import study_status
+    from nmtfrag.study.transfer import steps_run_here
+
+    state = json.loads((here / "cells/len4-tag/state.json").read_text())
+    assert steps_run_here(state) == []
+    row = next(r for r in study_status(config, str(here))[1] if r["cell"] == "len4-tag")
+    assert row["cpu_hours_elsewhere"] == pytest.approx(
+        row["cpu_hours"] - ran["release"]["cpu_seconds"] / 3600)
