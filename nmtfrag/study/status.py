@@ -37,19 +37,41 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | Non
     if not os.path.isfile(log):
         return None
     epoch = updates = None
+    losses: list[tuple[float, float]] = []  # (validation loss, best so far), in order
     with open(log, encoding="utf-8", errors="replace") as f:
         for line in f:
             m = re.search(r"\| epoch (\d+)", line)
             u = re.search(r"num_updates[= ](\d+)", line)
             epoch = int(m.group(1)) if m else epoch
             updates = int(u.group(1)) if u else updates
+            v = re.search(r"valid on 'valid' subset \| loss ([\d.]+) .*\| best_loss ([\d.]+)",
+                          line)
+            if v:
+                losses.append((float(v.group(1)), float(v.group(2))))
     if epoch is None:
         return None
     cell_cfg = config.cell(cell)
     cap = cell_cfg.passes if cell_cfg.approach == "dp-release" else cell_cfg.training.max_epochs
     cap_u = cell_cfg.training.max_updates if cell_cfg.approach != "dp-release" else 0
     return (f"epoch {epoch} of ≤ {cap}" + (f", {updates:,} updates" if updates else "")
-            + (f" of ≤ {cap_u:,}" if cap_u else ""))
+            + (f" of ≤ {cap_u:,}" if cap_u else "")
+            + ("" if cell_cfg.approach == "dp-release"  # fixed passes: no early stop
+               else _early_stop_text(losses, cell_cfg.training.patience)))
+
+
+def _early_stop_text(losses: list[tuple[float, float]], patience: int) -> str:
+    """How near early stopping a run is: its best validation loss and how many of the
+    `patience` validations fairseq waits for an improvement have passed without one."""
+    if not losses or patience <= 0:
+        return ""
+    best = losses[-1][1]
+    since = 0
+    for loss, _ in reversed(losses):
+        if loss <= best:
+            break
+        since += 1
+    return (f"; best valid loss {best:.3f}, {since} of {patience} validations since "
+            f"without a better one")
 
 
 def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool,

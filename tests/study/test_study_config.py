@@ -493,3 +493,28 @@ def test_the_length_penalty_steps_open_no_owner_file(ws):
         assert not owner & set(choose.argv), name
         assert str(ws / "pubvalid.de") in choose.argv
         assert evaluate.argv[evaluate.argv.index("--lenpen-from") + 1] == choose.out
+
+
+def test_status_says_how_near_early_stopping_a_training_run_is(ws):
+    """A running cell's progress names its best validation loss and how many of the
+    `patience` validations have passed without a better one (fairseq's train.log)."""
+    from nmtfrag.study.plan import Paths
+    from nmtfrag.study.status import training_progress
+
+    config = read_config(write(ws, GOOD))
+    paths = Paths(str(ws / "out"))
+    log = ws / "out" / "cells" / "sent" / FINETUNE / "train.log"
+    log.parent.mkdir(parents=True)
+
+    def valid(epoch, loss, best, updates):
+        return (f"2026-11-28 09:23:43 | INFO | valid | epoch {epoch:03d} | valid on 'valid' "
+                f"subset | loss {loss} | nll_loss 3.6 | ppl 12.3 | wps 3029.9 | wpb 724.7 | "
+                f"bsz 21.6 | num_updates {updates} | best_loss {best}\n")
+    log.write_text(valid(1, 5.2, 5.2, 250) + valid(1, 5.0, 5.0, 500)
+                   + valid(2, 5.1, 5.0, 750))
+    said = training_progress(paths, "sent", config)
+    assert said == ("epoch 2 of ≤ 10, 750 updates; best valid loss 5.000, 1 of 2 "
+                    "validations since without a better one")
+    log.write_text(valid(1, 5.2, 5.2, 250) + valid(1, 4.9, 4.9, 500))
+    assert training_progress(paths, "sent", config).endswith(
+        "best valid loss 4.900, 0 of 2 validations since without a better one")
