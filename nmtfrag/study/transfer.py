@@ -144,7 +144,7 @@ def export_seed(config: StudyConfig, out: str, to: str, cells: list[str]) -> lis
                      f"these cells, restart it with --cell naming the others (an import "
                      f"never replaces a cell finished here)")
     return lines + [
-        f"there: nmtfrag study run CONFIG --out {seed} {names}   (SEED at that path)",
+        f"there: nmtfrag study run CONFIG --out {seed} {names}   (SEED copied to that path)",
         f"here:  nmtfrag study import {config.path} --out {here.out} --from {seed} {names}"]
 
 
