@@ -30,6 +30,7 @@ from .config import BASELINE, StudyConfig
 from .machine import machine_text, read_machines
 from .plan import EVALUATE, RELEASE, Paths, Planner
 from .record import check_and_record, differences, read_record, settings_now
+from .state import read_state, state_path
 
 IMPORTED = "imported"  # the state.json key an imported cell carries
 EXPORTED = "exported"  # a step's key in state.json: the step was copied from the export's
@@ -125,7 +126,7 @@ def export_seed(config: StudyConfig, out: str, to: str, cells: list[str]) -> lis
         os.rename(tmp, seed)
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, (shutil.Error, OSError)) and not isinstance(exc, InputError):
+        if isinstance(exc, OSError):  # shutil.Error among them; not an InputError
             raise InputError(f"--to {seed}: could not be written ({exc}); nothing was "
                              f"exported") from None
         raise
@@ -169,10 +170,9 @@ def _copy_release(here: Paths, staged: Paths, name: str) -> None:
     if os.path.isfile(log):
         os.makedirs(os.path.dirname(staged.log(name, RELEASE)), exist_ok=True)
         shutil.copy2(log, staged.log(name, RELEASE))
-    state_file = os.path.join(here.cell(name), "state.json")
-    steps = (read_json(state_file).get("steps") or {}) if os.path.isfile(state_file) else {}
+    steps = read_state(here, name).get("steps") or {}
     if RELEASE in steps:  # marked: an import counts its CPU as this machine's again
-        write_json(os.path.join(staged.cell(name), "state.json"),
+        write_json(state_path(staged, name),
                    {"steps": {RELEASE: dict(steps[RELEASE], **{EXPORTED: True})}})
 
 
