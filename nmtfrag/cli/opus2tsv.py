@@ -12,7 +12,7 @@ Exactly one input form:
   --xces ALIGN --src-docs DIR|ZIP --tgt-docs DIR|ZIP
         OPUS XCES sentence alignment (<lang1>-<lang2>.xml.gz) and the per-document XML
         of each language
-  --tmx FILE --doc-prop NAME
+  --tmx FILE --tmx-doc-prop NAME
         a TMX file whose units carry <prop type="NAME">document</prop> (OPUS's TMX
         files have no document ids: use the Moses download for OPUS corpora)
 

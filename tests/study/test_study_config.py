@@ -518,3 +518,19 @@ def test_status_says_how_near_early_stopping_a_training_run_is(ws):
     log.write_text(valid(1, 5.2, 5.2, 250) + valid(1, 4.9, 4.9, 500))
     assert training_progress(paths, "sent", config).endswith(
         "best valid loss 4.900, 0 of 2 validations since without a better one")
+
+
+def test_the_demo_config_names_every_key():
+    """corpora/demo/study.toml is the documentation of every key (the README and `study
+    --help` say so): a key the reader accepts must appear there, set or in a comment as
+    `key = …` or `key (default)`, and every table as `[table]`."""
+    from nmtfrag.study import config as cfg
+    text = open("corpora/demo/study.toml", encoding="utf-8").read()
+    keys = {"dir", "checkpoint", "owner_data", "name", "approach", "runs"}
+    for section in (cfg.Data, cfg.Training, cfg.Audit, cfg.Decode, cfg.Machine):
+        keys |= set(section.__dataclass_fields__)
+    for approach_keys in cfg._CELL_KEYS.values():
+        keys |= approach_keys
+    missing = [k for k in sorted(keys | cfg._TOP)
+               if not re.search(rf"\b{re.escape(k)} *(=|\()|\[{re.escape(k)}\]", text)]
+    assert missing == []
