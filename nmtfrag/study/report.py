@@ -364,7 +364,7 @@ def render_markdown(config: StudyConfig, rows: list[dict],
     lines += length.render(rows)
     lines += public_section.render(rows, config.full_sentence_cell)
     lines += data_size.render(config, rows)
-    lines += runs_section.render(rows, run_comparisons or {})
+    lines += runs_section.render(rows, run_comparisons or {}, config.full_sentence_cell)
     lines += selection_section.render(rescored or [])
     lines += ["## BLEU × what leaks × ε", ""]
     lines += compare.render_markdown(config.title, rows).split("\n", 2)[2].splitlines()

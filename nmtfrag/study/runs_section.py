@@ -85,13 +85,15 @@ def comparisons(config: StudyConfig, out: str, rows: Sequence[dict]) -> dict[str
     return result
 
 
-def render(rows: Sequence[dict], comp: dict[str, Any]) -> list[str]:
+def render(rows: Sequence[dict], comp: dict[str, Any], full: str | None) -> list[str]:
+    """The Runs section; `full` names the full-sentence cell (the config's reference):
+    the per-run shares are of its first run's gain, the run-aware ones of its runs' mean."""
     by = groups(rows)
     multi = {g: rs for g, rs in by.items() if len(rs) > 1}
     if not multi:
         return []
     lines = ["## Runs", "",
-             "| cell | runs | BLEU | chrF | len ratio | share of full gain (run 1's sent) |",
+             f"| cell | runs | BLEU | chrF | len ratio | share of full gain (run 1 of {full}) |",
              "|---|---:|---:|---:|---:|---:|"]
     for g, rs in multi.items():
         lines.append(f"| {g} | {len(rs)} | {_fmt(_mean_sd([r.get('bleu') for r in rs]))} | "
@@ -103,6 +105,7 @@ def render(rows: Sequence[dict], comp: dict[str, Any]) -> list[str]:
     if not comp:
         return lines
     lines += ["### Differences that include run-to-run variance", "",
+              f"Against the mean of {full}'s runs (full) and of the baseline.", "",
               "| cell | runs | BLEU − baseline [95%] | BLEU − full [95%] | share of the "
               "gain [95%] | BLEU/BP share [95%] | chrF − baseline [95%] |",
               "|---|---:|---|---|---|---|---|"]

@@ -102,3 +102,15 @@ def test_the_report_puts_runs_together_and_tests_across_them(studies):
     assert fig["vs_baseline"]["low"] <= fig["vs_baseline"]["estimate"] <= \
         fig["vs_baseline"]["high"]
     assert "runs and lines" in report["runs"]["method"]
+
+
+def test_the_runs_table_names_the_reference_its_shares_are_of():
+    """A study whose reference is not called "sent" (GNOME's sent-es) must not be
+    reported as "run 1's sent"."""
+    from nmtfrag.study import runs_section
+    rows = [{"name": n, "bleu": b, "chrf": 40.0, "length_ratio": 0.9, "share_of_gain": s}
+            for n, b, s in (("sent-es", 30.0, 1.0), ("sent-es.r2", 29.0, 1.0),
+                            ("len4-tag", 16.0, 0.1), ("len4-tag.r2", 17.0, 0.2))]
+    md = "\n".join(runs_section.render(rows, {}, "sent-es"))
+    assert "share of full gain (run 1 of sent-es)" in md and "sent's" not in md
+    assert "| len4-tag | 2 | 16.50 ± 0.71 |" in md
