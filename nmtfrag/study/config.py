@@ -474,10 +474,6 @@ def _check_control(w: _Where, c: Cell, cells: tuple[Cell, ...]) -> None:
     if other:
         raise w.error(where, f"cell {c.like!r} is a control or simulation itself "
                       f"({other[0]}): its public-only control would be neither")
-    if like.pack:
-        raise w.error(where, f"cell {c.like!r} packs its release: its public draw is sized "
-                      f"by the packed examples, which a control without the release cannot "
-                      f"reproduce; control an unpacked cell with the same public_share")
 
 
 def _check_training(w: _Where, where: str, t: Training) -> None:

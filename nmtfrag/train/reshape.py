@@ -24,7 +24,9 @@ LENGTH_SAMPLE = 5000   # public target sentences whose lengths packing draws fro
 @dataclass(frozen=True)
 class Reshape:
     """`public`: public pairs to mix in (or, with `pack` "public" alone, the corpus whose
-    sentence lengths packing follows); `pack`: how to pack the released fragments."""
+    sentence lengths packing follows); `pack`: how to pack the released fragments. With
+    `public.only` (a public-only control) packing only sizes the public draw as the
+    packed cell's was sized: no packed example is trained on."""
     public: PublicMix | None = None
     pack: PackSpec | None = None
 
@@ -32,8 +34,6 @@ class Reshape:
         if self.pack is not None and self.pack.length == PACK_PUBLIC and self.public is None:
             raise InputError("--pack public takes its lengths from --public-train: give it "
                              "(or --pack N, a number of target words)")
-        if self.public is not None and self.public.only and self.pack is not None:
-            raise InputError("--public-only trains on public pairs alone: nothing to pack")
 
     @property
     def active(self) -> bool:
@@ -81,6 +81,9 @@ def reshape(pairs: list[SubwordPair], spec: Reshape, bpe: BPE, seed: int,
         fragments = len(pairs)
         pairs = pack(pairs, lengths, spec.pack, seed)
         record["pack"] = pack_record(spec.pack, fragments, pairs, source)
+        if spec.public is not None and spec.public.only:
+            record["pack"]["note"] = ("sizes the public draw only, as the packed cell's: "
+                                      "a public-only control trains on no release pair")
     if spec.public is not None and spec.public.share_given:
         draw = draw_public(spec.public, bpe, pairs, seed, src_lang, tgt_lang)
         note = overlap_note(draw)

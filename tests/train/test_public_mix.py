@@ -196,3 +196,31 @@ def test_packing_sentences_is_refused(tiny_model_dir, corpora, tmp_path):
         run_finetune(tiny_model_dir, list(corpora["owner"]), str(tmp_path / "ft"),
                      valid_src=corpora["valid"][0], valid_tgt=corpora["valid"][1],
                      max_updates=1, reshape=Reshape(None, PackSpec(10)), **FAST)
+
+
+def test_a_packed_cells_public_only_control_draws_the_same_public_pairs(
+        tiny_model_dir, corpora, tmp_path):
+    """Packing without tags changes the release's target tokens, so the public draw of a
+    packed cell differs from an unpacked one's; its control packs the release only to size
+    the draw and trains on the same public pairs, no release pair."""
+    from collections import Counter
+    _release_dir(corpora, tmp_path)
+
+    def run(name, only, pack):
+        return run_finetune(
+            tiny_model_dir, str(tmp_path / "release"), str(tmp_path / name),
+            valid_src=corpora["valid"][0], valid_tgt=corpora["valid"][1], max_updates=1,
+            keep_work=True, reshape=Reshape(
+                PublicMix.of_prefix(corpora["public"], "de", "en", 0.4, only=only),
+                PackSpec(12, "drop") if pack else None), **FAST)
+    mixed, only, unpacked = run("mixed", False, True), run("only", True, True), \
+        run("unpacked", True, False)
+    mixed_train = Counter(_subword_pairs(str(tmp_path / "mixed" / ".work" / "train")))
+    only_train = Counter(_subword_pairs(str(tmp_path / "only" / ".work" / "train")))
+    assert only["params"]["public_train"]["pairs"] == mixed["params"]["public_train"]["pairs"]
+    assert only["params"]["public_train"]["pairs"] != \
+        unpacked["params"]["public_train"]["pairs"]
+    assert only_train == mixed_train - (mixed_train - only_train)  # a sub-multiset
+    assert sum((mixed_train - only_train).values()) == mixed["params"]["pack"]["examples"]
+    assert sum(only_train.values()) == only["counts"]["train"]["pairs"]
+    assert "no release pair" in only["params"]["pack"]["note"]
