@@ -106,7 +106,8 @@ def _add_public(g: opt.OptionGroup) -> None:
                         "all; a choice of public text, e.g. longer sentences)")
     g.add_argument("--public-only", action="store_true",
                    help="train on the drawn public pairs alone, sized as if mixed with "
-                        "--train: the control that says what a mixed run owes to --train")
+                        "--train (packed first with --pack, as the packed run was): the "
+                        "control that says what a mixed run owes to --train")
     g.add_argument("--pack", metavar="public|N", default=None,
                    help="pack the release's phrase pairs into examples of sentence length: "
                         "'public' draws each example's target length (words) from "
