@@ -72,7 +72,7 @@ def _public_text(cell: Cell) -> str:
     out = ""
     if cell.pack:
         words = "public sentence lengths" if cell.pack == "public" else f"{cell.pack} words"
-        out += f", packed to {words}" + ("" if cell.pack_tags else " untagged")
+        out += f", packed to {words}" + ("" if cell.pack_tags else ", tags dropped")
     if cell.public_share:
         out += f", + public pairs ({cell.public_share:.0%} of target tokens"
         out += f", ≥ {cell.public_min_words} words)" if cell.public_min_words else ")"
