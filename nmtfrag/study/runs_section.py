@@ -92,6 +92,7 @@ def render(rows: Sequence[dict], comp: dict[str, Any], full: str | None) -> list
     multi = {g: rs for g, rs in by.items() if len(rs) > 1}
     if not multi:
         return []
+    full = full or "the full-sentence cell"
     lines = ["## Runs", "",
              f"| cell | runs | BLEU | chrF | len ratio | share of full gain (run 1 of {full}) |",
              "|---|---:|---:|---:|---:|---:|"]

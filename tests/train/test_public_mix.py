@@ -220,7 +220,7 @@ def test_a_packed_cells_public_only_control_draws_the_same_public_pairs(
     assert only["params"]["public_train"]["pairs"] == mixed["params"]["public_train"]["pairs"]
     assert only["params"]["public_train"]["pairs"] != \
         unpacked["params"]["public_train"]["pairs"]
-    assert only_train == mixed_train - (mixed_train - only_train)  # a sub-multiset
+    assert only_train <= mixed_train  # a sub-multiset (Counter order, Python ≥ 3.10)
     assert sum((mixed_train - only_train).values()) == mixed["params"]["pack"]["examples"]
     assert sum(only_train.values()) == only["counts"]["train"]["pairs"]
     assert "no release pair" in only["params"]["pack"]["note"]
