@@ -185,6 +185,8 @@ class StudyConfig:
 # --------------------------------------------------------------------------- reading
 _TOP = {"title", "seed", "model", "data", "decode", "training", "audit", "machine", "cell",
         "reference"}
+_MODEL_KEYS = {"dir", "checkpoint", "owner_data"}
+_EVERY_CELL_KEYS = {"name", "approach", "runs"}  # a cell's keys whatever its approach
 _PUBLIC_KEYS = {"public_share", "public_min_words"}
 _PACK_KEYS = {"pack", "pack_tags"}
 _CELL_KEYS = {
@@ -254,7 +256,7 @@ def parse_config(raw: dict[str, Any], path: str,
     w = _Where(path, recorded)
     _unknown(w, "", raw, _TOP)
     model = _table(w, raw, "model")
-    _unknown(w, "[model] ", model, {"dir", "checkpoint", "owner_data"})
+    _unknown(w, "[model] ", model, _MODEL_KEYS)
     data_t = _table(w, raw, "data")
     _unknown(w, "[data] ", data_t, {f.name for f in Data.__dataclass_fields__.values()})
     for key in ("train", "valid", "test"):
@@ -349,10 +351,10 @@ def _cell(w: _Where, i: int, raw: Any, training: Training, data: Data) -> Cell:
     approach = raw.get("approach")
     if approach not in APPROACHES:
         raise w.error(where + "approach", f"one of {', '.join(APPROACHES)}, got {approach!r}")
-    _unknown(w, where, raw, {"name", "approach", "runs"} | _CELL_KEYS[approach])
+    _unknown(w, where, raw, _EVERY_CELL_KEYS | _CELL_KEYS[approach])
     kw: dict[str, Any] = {}
     for key, value in raw.items():
-        if key in ("name", "approach", "runs"):
+        if key in _EVERY_CELL_KEYS:
             continue
         if key == "training":
             if not isinstance(value, dict):

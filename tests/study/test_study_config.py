@@ -526,7 +526,7 @@ def test_the_demo_config_names_every_key():
     `key = …` or `key (default)`, and every table as `[table]`."""
     from nmtfrag.study import config as cfg
     text = open("corpora/demo/study.toml", encoding="utf-8").read()
-    keys = {"dir", "checkpoint", "owner_data", "name", "approach", "runs"}
+    keys = cfg._MODEL_KEYS | cfg._EVERY_CELL_KEYS
     for section in (cfg.Data, cfg.Training, cfg.Audit, cfg.Decode, cfg.Machine):
         keys |= set(section.__dataclass_fields__)
     for approach_keys in cfg._CELL_KEYS.values():
