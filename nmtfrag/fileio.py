@@ -363,11 +363,13 @@ class OutputLocked(InputError):
     """OUT is locked by another live run."""
 
 
-def lock_output_dir(out: str) -> None:
+def lock_output_dir(out: str, wait: bool = False) -> None:
     """Lock the existing directory `out` for this run, or refuse (InputError, one line
-    naming the pid of the run that holds it). Locking an OUT this process holds already
-    does nothing (a stage that prepares OUT twice, a resumed run in the same process).
-    On a file system without flock, a warning says that nothing is locked."""
+    naming the pid of the run that holds it); with `wait`, say so on stderr and wait for
+    that run to end instead (a queue of runs into one OUT, e.g. `study run --wait`).
+    Locking an OUT this process holds already does nothing (a stage that prepares OUT
+    twice, a resumed run in the same process). On a file system without flock, a
+    warning says that nothing is locked."""
     real = os.path.realpath(out)
     path = os.path.join(real, LOCK_NAME)
     held = _OUTPUT_LOCKS.get(real)
@@ -385,6 +387,14 @@ def lock_output_dir(out: str) -> None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _lock_holder(fd)
+            if wait:
+                print(f"--out {out} is being written by another nmtfrag run (pid "
+                      f"{holder}): waiting for it to end", file=sys.stderr, flush=True)
+                fcntl.flock(fd, fcntl.LOCK_EX)  # blocks; a killed holder's lock dies with it
+                if _same_file(fd, path):
+                    break
+                os.close(fd)  # the holder removed the file as it ended: lock the new one
+                continue
             os.close(fd)
             raise OutputLocked(f"--out {out} is being written by another nmtfrag run "
                              f"(pid {holder}): wait for it to end, or choose another "

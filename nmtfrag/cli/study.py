@@ -1,10 +1,11 @@
 """The decision study: every approach on one footing, from one config file.
 
-  nmtfrag study run CONFIG --out DIR [--jobs N] [--cell NAME …]
+  nmtfrag study run CONFIG --out DIR [--jobs N] [--cell NAME …] [--wait]
       run (or continue) every cell: the baseline first (its report before any training),
       then the releases, then the cells N at a time; finished steps are skipped, a killed
       training resumes from its saved state, a changed setting of a recorded cell is
-      refused; the report is rewritten after every finished cell
+      refused; the report is rewritten after every finished cell. A run into a DIR
+      another run writes is refused, or with --wait starts when that one ends
   nmtfrag study status CONFIG --out DIR
       every cell's state, CPU time so far and progress against its cap or plan
   nmtfrag study report CONFIG --out DIR
@@ -66,6 +67,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                            help="run only this cell (repeatable; the baseline always runs; "
                                 "cells run in the config's order, whatever the order given "
                                 "here)")
+            s.add_argument("--wait", action="store_true",
+                           help="while another run writes DIR, wait for it to end instead "
+                                "of refusing: a queue in an order of one's own is `study "
+                                "run --wait --cell A; study run --wait --cell B`")
         if name == "import":
             s.add_argument("--from", dest="source", required=True, metavar="OTHER",
                            help="the study directory the cells ran in (same config)")
@@ -117,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
 
         config = with_machine(config, args.device, args.decode_device)
         return run_study(config, args.out, jobs=args.jobs, threads=args.threads,
-                         cells=args.cell, read_argv=read_finetune_argv)
+                         cells=args.cell, read_argv=read_finetune_argv, wait=args.wait)
     if args.study_command == "status":
         import json
 

@@ -189,12 +189,14 @@ def _hms(seconds: float) -> str:
 def run_study(config: StudyConfig, out: str, jobs: int | None = None,
               threads: int | None = None, cells: list[str] | None = None,
               write_report: Callable[[StudyConfig, str], Any] | None = None,
-              read_argv: ReadArgv | None = None) -> int:
+              read_argv: ReadArgv | None = None, wait: bool = False) -> int:
     """Run (or continue) the study in `out`. Returns 0, or 1 when a cell failed (143
     when stopped by a signal); raises InputError before running anything on a bad
     request or a changed setting. `write_report`: nmtfrag.study.report's by default;
     `read_argv`: how a finetune command line reads (adopt.ReadArgv; `nmtfrag study run`
-    passes the command's own), needed only by cells that adopt a finished run."""
+    passes the command's own), needed only by cells that adopt a finished run; `wait`:
+    while another run holds `out`, wait for it to end instead of refusing (a queue of
+    `--cell` runs in an order of one's own)."""
     if write_report is None:
         from .report import write_report as default_report
         write_report = default_report
@@ -211,8 +213,8 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
     per_job = max(1, total_threads // min(jobs, max(1, len(chosen))))
     now = settings_now(config, [BASELINE] + names)
     check_and_record(config, paths.record, now, write=False)  # before OUT is touched
-    hold_lock(paths.out)
-    check_and_record(config, paths.record, now)
+    hold_lock(paths.out, wait=wait)
+    check_and_record(config, paths.record, now)  # again: a waited-for run may have recorded
     progress = Progress()
     for what in settle_killed(paths, [BASELINE] + names):
         progress(f"{what}: the last run was killed outright; its CPU time so far is counted")

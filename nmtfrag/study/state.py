@@ -12,12 +12,12 @@ from ..fileio import lock_output_dir, read_json, write_json
 from .plan import Paths
 
 
-def hold_lock(out: str) -> None:
+def hold_lock(out: str, wait: bool = False) -> None:
     """OUT's lock, held until this process ends: the lock every command takes on the OUT
     it writes (fileio.lock_output_dir; a killed run's never blocks); refused, naming the
-    pid, while another run holds it."""
+    pid, while another run holds it, or with `wait` taken when that run ends."""
     os.makedirs(out, exist_ok=True)
-    lock_output_dir(out)
+    lock_output_dir(out, wait=wait)
 
 
 # --------------------------------------------------------------------------- cell state

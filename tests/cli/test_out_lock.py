@@ -248,3 +248,48 @@ def test_resume_takes_the_lock(ws, monkeypatch):
         holder.kill()
         holder.wait(60)
     assert open_run_dirs(job, None, None).out == str(out)  # its lock died with it
+
+
+HOLD_UNTIL_TOLD = ("import sys\nfrom nmtfrag.fileio import lock_output_dir, release_output_locks\n"
+                   "lock_output_dir(sys.argv[1])\nprint('ready', flush=True)\n"
+                   "sys.stdin.readline()\nrelease_output_locks()\n")
+WAITER = ("import sys, time\nfrom nmtfrag.fileio import lock_output_dir\n"
+          "lock_output_dir(sys.argv[1], wait=True)\nprint('locked', flush=True)\n"
+          "time.sleep(120)\n")
+
+
+@pytest.mark.parametrize("ending", ["released", "killed"])
+def test_a_waiting_run_takes_the_lock_when_the_holder_ends(ws, ending):
+    """`study run --wait` (a queue of runs into one OUT): the waiting run says whom it
+    waits for, takes nothing while the holder lives, and holds OUT once the holder ends,
+    whether the holder removed its lock file as it ended (the waiter then locks the new
+    one) or was killed outright."""
+    out = ws / "OUT"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_UNTIL_TOLD, str(out)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+    waiter = None
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        waiter = subprocess.Popen([sys.executable, "-c", WAITER, str(out)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=ENV)
+        assert waiter.stderr.readline().strip() == (
+            f"--out {out} is being written by another nmtfrag run (pid {holder.pid}): "
+            f"waiting for it to end")
+        time.sleep(1)
+        assert waiter.poll() is None and fileio.output_lock_holder(str(out)) == holder.pid
+        if ending == "released":
+            holder.communicate("go\n", timeout=60)
+            assert holder.returncode == 0
+        else:
+            holder.kill()
+            holder.wait(60)
+        assert waiter.stdout.readline().strip() == "locked"
+        assert fileio.output_lock_holder(str(out)) == waiter.pid
+        assert (out / LOCK_NAME).read_text().strip() == str(waiter.pid)
+    finally:
+        for p in (holder, waiter):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait(60)
