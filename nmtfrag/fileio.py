@@ -386,19 +386,14 @@ def lock_output_dir(out: str, wait: bool = False) -> None:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _lock_holder(fd)
-            if wait:
-                print(f"--out {out} is being written by another nmtfrag run (pid "
-                      f"{holder}): waiting for it to end", file=sys.stderr, flush=True)
-                fcntl.flock(fd, fcntl.LOCK_EX)  # blocks; a killed holder's lock dies with it
-                if _same_file(fd, path):
-                    break
-                os.close(fd)  # the holder removed the file as it ended: lock the new one
-                continue
-            os.close(fd)
-            raise OutputLocked(f"--out {out} is being written by another nmtfrag run "
-                             f"(pid {holder}): wait for it to end, or choose another "
-                             f"--out") from None
+            busy = (f"--out {out} is being written by another nmtfrag run "
+                    f"(pid {_lock_holder(fd)})")
+            if not wait:
+                os.close(fd)
+                raise OutputLocked(f"{busy}: wait for it to end, or choose another "
+                                   f"--out") from None
+            print(f"{busy}: waiting for it to end", file=sys.stderr, flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)  # blocks; a killed holder's lock dies with it
         except OSError as exc:  # e.g. ENOLCK: a network file system without locks
             os.close(fd)
             print(f"warning: --out {out}: cannot lock it ({exc.strerror or exc}); a "
@@ -407,8 +402,8 @@ def lock_output_dir(out: str, wait: bool = False) -> None:
             return
         if _same_file(fd, path):
             break
-        # the run that held it removed the file as it ended, after we opened it: a
-        # third run may lock the new file, so this one must too
+        # the run that held it removed the file as it ended, after we opened it (or
+        # while we waited): a third run may lock the new file, so this one must too
         os.close(fd)
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
