@@ -46,7 +46,7 @@ def public_align_model(tmp_path_factory):
     """(model dir, public PREFIX): a public alignment model learned once per session on
     the demo corpus' valid + test text (a stand-in for public data; the DP tests'
     private corpus is demo train). Read-only for tests."""
-    from nmtfrag.fileio import release_output_lock
+    from nmtfrag.outlock import release_output_lock
     from nmtfrag.fragment.public_align import learn_model
 
     root = tmp_path_factory.mktemp("public-align")

@@ -111,7 +111,8 @@ def test_no_module_imports_private_names_of_another():
 # the stages, in pipeline order, and the shared core at the top (issue 32)
 STAGES = {"data", "fragment", "train", "dp", "translate", "audit", "study", "cli"}
 CORE = {"nmtfrag", "nmtfrag.__main__", "nmtfrag.errors", "nmtfrag.fileio",
-        "nmtfrag.randomness", "nmtfrag.model_dir", "nmtfrag.quiet", "nmtfrag.limits"}
+        "nmtfrag.workdir", "nmtfrag.outdir", "nmtfrag.outlock", "nmtfrag.randomness",
+        "nmtfrag.model_dir", "nmtfrag.quiet", "nmtfrag.limits"}
 # argparse outside cli/, each with its reason
 ARGPARSE_ALLOWED = {
     "nmtfrag.train.finetune": "reads the options fairseq's architectures register with "

@@ -33,8 +33,8 @@ from collections.abc import Iterable, Sequence
 
 from ..data.corpus import validate_parallel
 from ..errors import InputError
-from ..fileio import (MANIFEST, atomic_writer, check_not_input, prepare_output_dir,
-                      sha256_file, tool_versions, write_json)
+from ..fileio import MANIFEST, atomic_writer, sha256_file, tool_versions, write_json
+from ..outdir import check_not_input, prepare_output_dir
 from ..limits import MAX_CANARIES, MAX_CANARY_LINES
 from ..randomness import Seed, resolve_seed
 

@@ -38,9 +38,9 @@ from . import exposure_stats
 from .compare_notes import pct, table_notes
 from .compare_reference import common_ngram_order, gain_shares, reference_rows
 from ..errors import InputError
-from ..fileio import public_name
-from ..fileio import MANIFEST, atomic_writer, prepare_output_dir, read_json, sha256_file, \
-    tool_versions, write_json
+from ..fileio import (MANIFEST, atomic_writer, public_name, read_json, sha256_file,
+                      tool_versions, write_json)
+from ..outdir import prepare_output_dir
 
 if TYPE_CHECKING:  # matplotlib is imported only to draw
     from matplotlib.axes import Axes

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..fileio import public_name
-from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, sha256_file,
-                      tool_versions, write_json)
+from ..fileio import MANIFEST, atomic_writer, sha256_file, tool_versions, write_json
+from ..outdir import prepare_output_dir
 from .canaries import index_of_secret, read_canaries, secret_from_index
 
 if TYPE_CHECKING:  # generate loads fairseq: import it only to score

@@ -42,8 +42,9 @@ from collections.abc import Container, Iterator, Sequence
 from typing import TYPE_CHECKING, cast
 
 from ..errors import InputError
-from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, public_name, read_json,
-                      sha256_file, tool_versions, write_json)
+from ..fileio import (MANIFEST, atomic_writer, public_name, read_json, sha256_file,
+                      tool_versions, write_json)
+from ..outdir import prepare_output_dir
 
 if TYPE_CHECKING:  # generate loads fairseq: import it only to run the attack
     from ..translate.fairseq_engine import Translator

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 from ..data.corpus import SkipLog, check_distinct_sides, read_parallel, validate_parallel
 from ..errors import InputError
 from ..fileio import public_name
-from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, sha256_file,
-                      tool_versions, write_json)
+from ..fileio import MANIFEST, atomic_writer, sha256_file, tool_versions, write_json
+from ..outdir import prepare_output_dir
 from ..data.tokenize import to_tokens
 from .rebuilt import SENTENCE_FINAL, joined_chain_truth, rebuilt_flags
 

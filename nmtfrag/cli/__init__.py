@@ -5,8 +5,8 @@ and `run(args)`. Command modules import heavy libraries (torch, fairseq) inside 
 so `nmtfrag --help` stays fast. Exit codes: 0 success, 2 bad usage or input (one
 `error:` line naming the option or file), 1 internal failure (one `error: internal
 error:` line; `--debug` shows the traceback instead). An output directory that a failed
-run created is removed (see `fileio.remove_created_outputs`). A run holds a lock on its
-output directory until it ends (`fileio.lock_output_dir`).
+run created is removed (see `outdir.remove_created_outputs`). A run holds a lock on its
+output directory until it ends (`outlock.lock_output_dir`).
 """
 from __future__ import annotations
 
@@ -183,7 +183,7 @@ def _interrupted(exc):
 
 def _fail(message, user_error):
     """Print the one error line and remove any output directory this run created."""
-    from ..fileio import remove_created_outputs
+    from ..outdir import remove_created_outputs
 
     remove_created_outputs(user_error)
     print(one_line(message), file=sys.stderr)
@@ -210,7 +210,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # holding confidential text are removed and no half-written file is renamed into place.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     # SIGKILL skips every `finally`: remove what killed runs left in private work dirs.
-    from ..fileio import CREATED_OUTPUTS, release_output_locks, sweep_stale_workdirs
+    from ..outdir import CREATED_OUTPUTS
+    from ..outlock import release_output_locks
+    from ..workdir import sweep_stale_workdirs
 
     CREATED_OUTPUTS.clear()
     work_dir = getattr(args, "work_dir", None)
@@ -252,7 +254,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except SystemExit as exc:
         if exc.code not in (0, None):  # SIGTERM, or a library's own exit
-            from ..fileio import remove_created_outputs
+            from ..outdir import remove_created_outputs
 
             if interruption_note(exc):  # a resumable run stopped by SIGTERM
                 print(_interrupted(exc), file=sys.stderr)

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from ..errors import InputError
-    from ..fileio import check_not_input
+    from ..outdir import check_not_input
     from ..data.opus import (ConversionLog, FileRef, convert_recipe, moses_ids_pairs,
                         read_recipe, tmx_pairs, write_tsv, xces_pairs)
 

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
     import os
 
-    from ..fileio import private_workdir
+    from ..workdir import private_workdir
     from ..data.opus import tmx_pairs, write_tsv
 
     if not args.tmx_doc_prop:

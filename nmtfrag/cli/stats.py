@@ -62,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from ..fileio import prepare_output_dir
+    from ..outdir import prepare_output_dir
     from ..data.stats import describe_corpora, stats_inputs, write_report
 
     inputs = stats_inputs(args.src, args.tgt, args.name, train=args.train, test=args.test,

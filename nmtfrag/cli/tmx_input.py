@@ -13,7 +13,7 @@ from typing import Iterator, Optional
 
 from ..data.tmx import TmxLog, tmx_to_files
 from ..errors import InputError
-from ..fileio import private_workdir
+from ..workdir import private_workdir
 
 
 @contextlib.contextmanager

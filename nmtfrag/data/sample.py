@@ -17,7 +17,8 @@ from typing import Any, Optional, Sequence
 
 from .corpus import validate_parallel
 from ..errors import InputError
-from ..fileio import MANIFEST, atomic_writer, prepare_output_dir, sha256_file, write_json
+from ..fileio import MANIFEST, atomic_writer, sha256_file, write_json
+from ..outdir import prepare_output_dir
 
 
 def sample_lines(n_total: int, n: int, seed: int) -> list[int]:

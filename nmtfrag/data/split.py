@@ -44,8 +44,9 @@ from typing import Any
 
 from .corpus import SkipLog, check_input_file
 from ..errors import InputError
-from ..fileio import (MANIFEST, atomic_writer, check_not_input, prepare_output_dir,
-                     public_name, sha256_file, tool_versions, write_json, write_parallel)
+from ..fileio import (MANIFEST, atomic_writer, public_name, sha256_file, tool_versions,
+                      write_json, write_parallel)
+from ..outdir import check_not_input, prepare_output_dir
 
 SPLIT_ORDER = ("valid", "test", "train")
 OVERFLOW_POLICIES = ("cut", "whole", "skip")

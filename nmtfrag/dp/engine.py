@@ -40,8 +40,9 @@ from typing import TYPE_CHECKING
 
 from ..data.corpus import scan_text_file
 from ..errors import InputError, is_disk_error, note_interruption, with_path
-from ..fileio import (MANIFEST, prepare_output_dir, private_workdir, remove_run_outputs,
-                      write_json, write_owner_json)
+from ..fileio import MANIFEST, write_json, write_owner_json
+from ..outdir import prepare_output_dir, remove_run_outputs
+from ..workdir import private_workdir
 from ..model_dir import ModelDir, allow_full_checkpoint_load, load_state
 from ..randomness import Seed, resolve_seed
 from ..train import data as training_data

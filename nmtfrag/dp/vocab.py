@@ -39,8 +39,9 @@ from dataclasses import dataclass
 
 from ..data.corpus import SkipLog, read_parallel, validate_parallel
 from ..errors import InputError
-from ..fileio import (OWNER_DIR, atomic_writer, prepare_output_dir, remove_empty_output,
-                      sha256_file, tool_versions, write_json, write_owner_json)
+from ..fileio import (OWNER_DIR, atomic_writer, sha256_file, tool_versions, write_json,
+                      write_owner_json)
+from ..outdir import prepare_output_dir, remove_empty_output
 from ..randomness import Seed, resolve_seed
 from ..data.tokenize import to_tokens
 from . import cert_files

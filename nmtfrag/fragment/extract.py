@@ -31,9 +31,10 @@ from ..data.corpus import SkipLog, read_parallel, scan_text_file, validate_paral
 from .dp_release import DPReleaseParams, DPSetUnionRelease, calibrate
 from ..errors import (InputError, as_optional_path, as_path, check_bool, check_int,
                       check_number, check_str)
-from ..fileio import (MANIFEST, OWNER_DIR, StrPath, atomic_writer, check_not_input,
-                     owner_path, prepare_output_dir, private_workdir, progress,
-                     sha256_file, tool_versions, write_json, write_owner_json)
+from ..fileio import (MANIFEST, OWNER_DIR, StrPath, atomic_writer, owner_path, progress,
+                      sha256_file, tool_versions, write_json, write_owner_json)
+from ..outdir import check_not_input, prepare_output_dir
+from ..workdir import private_workdir
 from ..limits import MAX_PHRASE_LEN
 from .phrases import phrase_records
 from .public_align import DESCRIPTION as PUBLIC_ALIGNER

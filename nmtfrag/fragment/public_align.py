@@ -68,8 +68,11 @@ from .. import __version__
 from .align import ALIGNER_MAX_TOKENS, align_files
 from ..data.corpus import validate_parallel
 from ..errors import InputError
-from ..fileio import (MANIFEST, atomic_writer, make_output_dir, private_workdir, progress,
-                     release_output_lock, sha256_file, tool_versions, write_json)
+from ..fileio import (MANIFEST, atomic_writer, progress, sha256_file, tool_versions,
+                      write_json)
+from ..outdir import make_output_dir
+from ..outlock import release_output_lock
+from ..workdir import private_workdir
 from .symmetrize import Point, parse_pharaoh, symmetrize
 from ..data.tokenize import to_tokens
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InputError
-from ..fileio import check_output_dir
+from ..outdir import check_output_dir
 from .config import BASELINE, Cell, StudyConfig
 from .machine import busy_warning, machine_load, machine_text, note_machine
 from .plan import (EVALUATE, EVALUATE_LP, FINETUNE, LENPEN, RELEASE, CellPlan, Paths,
@@ -277,7 +277,7 @@ def run_study(config: StudyConfig, out: str, jobs: int | None = None,
 def check_study_out(config: StudyConfig, out: str) -> None:
     """Refuse, before anything is written, an OUT that holds another command's output
     (a release, a model), lies inside one, or is, holds or lies inside the study's
-    model or data (fileio.check_output_dir; InputError). A study directory itself has no
+    model or data (outdir.check_output_dir; InputError). A study directory itself has no
     manifest.json, so continuing one passes. Why: `study run --out RELEASE` wrote
     study.json and cells/ into a finished release, then failed."""
     d = config.data

@@ -8,13 +8,14 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from ..fileio import lock_output_dir, read_json, write_json
+from ..fileio import read_json, write_json
+from ..outlock import lock_output_dir
 from .plan import Paths
 
 
 def hold_lock(out: str, wait: bool = False) -> None:
     """OUT's lock, held until this process ends: the lock every command takes on the OUT
-    it writes (fileio.lock_output_dir; a killed run's never blocks); refused, naming the
+    it writes (outlock.lock_output_dir; a killed run's never blocks); refused, naming the
     pid, while another run holds it, or with `wait` taken when that run ends."""
     os.makedirs(out, exist_ok=True)
     lock_output_dir(out, wait=wait)

@@ -12,7 +12,7 @@ from typing import Any
 
 from .config import BASELINE, StudyConfig
 from .plan import FINETUNE, CellPlan, Paths, Planner
-from ..fileio import output_lock_holder
+from ..outlock import output_lock_holder
 from .machine import device_text, read_machines
 from .record import check_same_study
 from .state import cpu_of_live, read_state, resumable

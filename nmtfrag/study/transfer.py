@@ -24,8 +24,8 @@ import time
 from typing import Any
 
 from ..errors import InputError
-from ..fileio import (lock_output_dir, output_lock_holder, read_json, release_output_lock,
-                      sha256_file, write_json)
+from ..fileio import read_json, sha256_file, write_json
+from ..outlock import lock_output_dir, output_lock_holder, release_output_lock
 from .config import BASELINE, StudyConfig
 from .machine import machine_text, read_machines
 from .plan import EVALUATE, RELEASE, Paths, Planner

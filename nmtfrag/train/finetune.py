@@ -49,8 +49,10 @@ from typing import TYPE_CHECKING, Protocol, TypedDict
 from . import data as training_data
 from ..errors import (InputError, check_bool, check_int, check_number, is_disk_error,
                       note_interruption, with_path)
-from ..fileio import (MANIFEST, OWNER_DIR, lock_output_dir, prepare_output_dir,
-                     public_name, read_json, remove_run_outputs, tool_versions, write_json)
+from ..fileio import (MANIFEST, OWNER_DIR, public_name, read_json, tool_versions,
+                      write_json)
+from ..outdir import prepare_output_dir, remove_run_outputs
+from ..outlock import lock_output_dir
 from .fairseq_fixes import RESUME_POINT_SECONDS, STOP_EARLY, run_fairseq_train
 from .job import FineTuneJob
 from ..model_dir import ModelDir, allow_full_checkpoint_load, load_state

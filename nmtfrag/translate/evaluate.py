@@ -28,8 +28,8 @@ from typing import cast
 
 from ..errors import InputError
 from ..fileio import public_name
-from ..fileio import (atomic_writer, prepare_output_dir, read_json, sha256_file,
-                     tool_versions, write_json)
+from ..fileio import atomic_writer, read_json, sha256_file, tool_versions, write_json
+from ..outdir import prepare_output_dir
 
 
 def read_lines(path: str) -> list[str]:

@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 
 from ..errors import InputError
-from ..fileio import (MANIFEST, atomic_writer, prepare_output_dir, public_name, read_json,
-                      sha256_file, tool_versions, write_json)
+from ..fileio import (MANIFEST, atomic_writer, public_name, read_json, sha256_file,
+                      tool_versions, write_json)
+from ..outdir import prepare_output_dir
 from .evaluate import Decoding, pretokenized_alias, read_lines, score, translate_lines
 
 KIND = "nmtfrag-length-penalty"

@@ -435,7 +435,7 @@ def test_internal_error_is_exit_1_one_line_and_debug_shows_the_traceback(monkeyp
 def _make_out_then(fail, out, files=()):
     """A command that creates OUT like every command does, writes `files`, then fails."""
     def run(args):
-        from nmtfrag.fileio import prepare_output_dir
+        from nmtfrag.outdir import prepare_output_dir
 
         prepare_output_dir(out)
         for name in files:

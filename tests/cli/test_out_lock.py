@@ -4,7 +4,7 @@ lock never blocks (the kernel's flock on OUT/.nmtfrag.lock dies with its process
 lock file never makes an OUT look like an output, and a finished OUT keeps none.
 
 The holder is a real `nmtfrag stats --out OUT` whose counting is made to wait, so it
-holds OUT exactly as every command does (fileio.prepare_output_dir)."""
+holds OUT exactly as every command does (outdir.prepare_output_dir)."""
 import multiprocessing
 import os
 import signal
@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from nmtfrag import fileio
+from nmtfrag import outdir, outlock
 from nmtfrag.errors import InputError
-from nmtfrag.fileio import LOCK_NAME, lock_output_dir, prepare_output_dir, \
-    release_output_locks
+from nmtfrag.outdir import prepare_output_dir
+from nmtfrag.outlock import LOCK_NAME, lock_output_dir, release_output_locks
 from test_output_guard import tree
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -51,10 +51,10 @@ def ws(tmp_path):
     (tmp_path / "c.de").write_text("ein Haus .\nzwei Katzen .\n", encoding="utf-8")
     (tmp_path / "c.en").write_text("a house .\ntwo cats .\n", encoding="utf-8")
     (tmp_path / "holder.py").write_text(HOLDER, encoding="utf-8")
-    fileio.CREATED_OUTPUTS.clear()
+    outdir.CREATED_OUTPUTS.clear()
     yield tmp_path
     release_output_locks()  # whatever a test locked in this process
-    fileio.CREATED_OUTPUTS.clear()
+    outdir.CREATED_OUTPUTS.clear()
 
 
 def _stats(ws, out, *extra, holder=False, env=None):
@@ -155,7 +155,7 @@ def test_a_forked_child_does_not_keep_the_lock(ws):
 def _lock_in_child(out, queue):
     """In a spawned process: what locking OUT gives there, and whether the parent's lock
     file is among its open files."""
-    from nmtfrag.fileio import LOCK_NAME, lock_output_dir
+    from nmtfrag.outlock import LOCK_NAME, lock_output_dir
 
     fds = os.listdir("/proc/self/fd")
     inherited = any(os.path.realpath(f"/proc/self/fd/{fd}").endswith(LOCK_NAME)
@@ -192,22 +192,22 @@ def test_the_lock_file_is_no_output(ws):
     assert prepare_output_dir(out, overwrite=True) == out  # the same process: fine
     lock_output_dir(out)
     assert os.listdir(out) == [LOCK_NAME]
-    assert fileio.dir_kind(out) is False
-    assert not fileio._holds_files(out)
-    fileio.check_output_dir(out, kind="nmtfrag-release")
+    assert outdir.dir_kind(out) is False
+    assert not outdir._holds_files(out)
+    outdir.check_output_dir(out, kind="nmtfrag-release")
     os.makedirs(os.path.join(out, "checkpoints"))
-    assert not fileio._holds_files(out)
+    assert not outdir._holds_files(out)
     with open(os.path.join(out, "checkpoints", "last.pt"), "w") as f:
         f.write("x")
-    assert fileio._holds_files(out)
+    assert outdir._holds_files(out)
     os.unlink(os.path.join(out, "checkpoints", "last.pt"))
-    assert fileio.remove_created_outputs(user_error=False) == [out]
-    assert not os.path.exists(out) and not fileio._OUTPUT_LOCKS
+    assert outdir.remove_created_outputs(user_error=False) == [out]
+    assert not os.path.exists(out) and not outlock._OUTPUT_LOCKS
     # made again, locked again; the end of the run removes the lock file
     prepare_output_dir(out)
     release_output_locks()
     assert os.listdir(out) == []
-    assert fileio.remove_empty_output(out) and not os.path.exists(out)
+    assert outdir.remove_empty_output(out) and not os.path.exists(out)
 
 
 def test_resume_takes_the_lock(ws, monkeypatch):
@@ -226,7 +226,7 @@ def test_resume_takes_the_lock(ws, monkeypatch):
     dirs = open_run_dirs(job, None, None)  # the resume path reads only OUT
     assert dirs.out == str(out)
     assert (out / LOCK_NAME).read_text().strip() == str(os.getpid())
-    probe = ("import sys\nfrom nmtfrag.fileio import lock_output_dir\n"
+    probe = ("import sys\nfrom nmtfrag.outlock import lock_output_dir\n"
              "try:\n    lock_output_dir(sys.argv[1])\nexcept Exception as e:\n"
              "    print(e)\n    sys.exit(2)\n")
     r = subprocess.run([sys.executable, "-c", probe, str(out)], capture_output=True,
@@ -236,7 +236,7 @@ def test_resume_takes_the_lock(ws, monkeypatch):
     assert not (out / LOCK_NAME).exists()
 
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom nmtfrag.fileio import "
+        [sys.executable, "-c", "import sys, time\nfrom nmtfrag.outlock import "
          "lock_output_dir\nlock_output_dir(sys.argv[1])\nprint('ready', flush=True)\n"
          "time.sleep(120)\n", str(out)], stdout=subprocess.PIPE, text=True, env=ENV)
     try:
@@ -250,10 +250,10 @@ def test_resume_takes_the_lock(ws, monkeypatch):
     assert open_run_dirs(job, None, None).out == str(out)  # its lock died with it
 
 
-HOLD_UNTIL_TOLD = ("import sys\nfrom nmtfrag.fileio import lock_output_dir, release_output_locks\n"
+HOLD_UNTIL_TOLD = ("import sys\nfrom nmtfrag.outlock import lock_output_dir, release_output_locks\n"
                    "lock_output_dir(sys.argv[1])\nprint('ready', flush=True)\n"
                    "sys.stdin.readline()\nrelease_output_locks()\n")
-WAITER = ("import sys, time\nfrom nmtfrag.fileio import lock_output_dir\n"
+WAITER = ("import sys, time\nfrom nmtfrag.outlock import lock_output_dir\n"
           "lock_output_dir(sys.argv[1], wait=True)\nprint('locked', flush=True)\n"
           "time.sleep(120)\n")
 
@@ -278,7 +278,7 @@ def test_a_waiting_run_takes_the_lock_when_the_holder_ends(ws, ending):
             f"--out {out} is being written by another nmtfrag run (pid {holder.pid}): "
             f"waiting for it to end")
         time.sleep(1)
-        assert waiter.poll() is None and fileio.output_lock_holder(str(out)) == holder.pid
+        assert waiter.poll() is None and outlock.output_lock_holder(str(out)) == holder.pid
         if ending == "released":
             holder.communicate("go\n", timeout=60)
             assert holder.returncode == 0
@@ -286,7 +286,7 @@ def test_a_waiting_run_takes_the_lock_when_the_holder_ends(ws, ending):
             holder.kill()
             holder.wait(60)
         assert waiter.stdout.readline().strip() == "locked"
-        assert fileio.output_lock_holder(str(out)) == waiter.pid
+        assert outlock.output_lock_holder(str(out)) == waiter.pid
         assert (out / LOCK_NAME).read_text().strip() == str(waiter.pid)
     finally:
         for p in (holder, waiter):

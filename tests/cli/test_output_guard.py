@@ -11,7 +11,7 @@ import pytest
 
 from nmtfrag.cli import main
 from nmtfrag.errors import InputError
-from nmtfrag.fileio import MODEL_DIR, check_output_dir, dir_kind, prepare_output_dir
+from nmtfrag.outdir import MODEL_DIR, check_output_dir, dir_kind, prepare_output_dir
 from tinymodel import make_corpus, write_parallel
 
 

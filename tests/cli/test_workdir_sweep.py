@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from nmtfrag import fileio, cli
+from nmtfrag import cli, fileio, workdir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MESSAGE = "left by runs that were killed"
@@ -18,7 +18,7 @@ MESSAGE = "left by runs that were killed"
 # is, and sleeps until killed.
 HOLDER = """
 import sys, time
-from nmtfrag.fileio import private_workdir
+from nmtfrag.workdir import private_workdir
 with private_workdir(base=sys.argv[1] if len(sys.argv) > 1 else None) as w:
     open(w + "/corpus.tok", "w").write("vertraulicher Satz\\n")
     print(w, flush=True)
@@ -55,7 +55,7 @@ def tmpdir_env(tmp_path, monkeypatch):
     d = tmp_path / "systmp"
     d.mkdir()
     monkeypatch.setenv("TMPDIR", str(d))
-    monkeypatch.setattr(fileio.tempfile, "tempdir", str(d))
+    monkeypatch.setattr(workdir.tempfile, "tempdir", str(d))
     return d
 
 
@@ -64,8 +64,8 @@ def test_sigkilled_workdir_removed_by_next_command(tmpdir_env, tmp_path):
     proc, dead_dir = _start_holder(tmpdir_env)
     assert os.path.basename(dead_dir).startswith("nmtfrag-")
     assert os.path.dirname(dead_dir) == str(tmpdir_env)
-    marker = json.loads(open(os.path.join(dead_dir, fileio.WORK_MARKER)).read())
-    assert marker["pid"] == proc.pid and marker["kind"] == fileio.WORK_MARKER_KIND
+    marker = json.loads(open(os.path.join(dead_dir, workdir.WORK_MARKER)).read())
+    assert marker["pid"] == proc.pid and marker["kind"] == workdir.WORK_MARKER_KIND
     _kill9(proc)
     assert os.path.isdir(dead_dir)  # nothing ran its `finally`
     foreign = tmpdir_env / "nmtfrag-not-ours"  # same prefix, no marker: not ours
@@ -87,7 +87,7 @@ def test_sigkilled_workdir_removed_by_next_command(tmpdir_env, tmp_path):
         assert res2.returncode == 0 and MESSAGE not in res2.stderr  # said once
     finally:
         _kill9(live)
-    assert fileio.sweep_stale_workdirs(quiet=True) == 1  # the second holder, now dead
+    assert workdir.sweep_stale_workdirs(quiet=True) == 1  # the second holder, now dead
     assert not os.path.exists(live_dir) and foreign.exists()
 
 
@@ -97,7 +97,7 @@ def test_python_caller_sweeps_its_base(tmpdir_env, tmp_path, capsys):
     proc, dead_dir = _start_holder(tmpdir_env, base)
     assert os.path.dirname(dead_dir) == str(base)
     _kill9(proc)
-    with fileio.private_workdir(base=str(base)) as w:
+    with workdir.private_workdir(base=str(base)) as w:
         assert os.path.isdir(w) and not os.path.exists(dead_dir)
     assert not os.path.exists(w)
     assert capsys.readouterr().err.count(MESSAGE) == 1
@@ -106,19 +106,19 @@ def test_python_caller_sweeps_its_base(tmpdir_env, tmp_path, capsys):
 def test_reused_pid_is_dead_and_kept_dir_survives(tmpdir_env):
     """A marker whose PID now belongs to another process (other start time) is dead;
     a --keep-work dir is the user's and is never swept."""
-    me = fileio._owner_record()
+    me = workdir._owner_record()
     if me["start"] is None:
         pytest.skip("no /proc: a reused PID cannot be told apart (such dirs are kept)")
-    with fileio.private_workdir(keep=True) as kept:
+    with workdir.private_workdir(keep=True) as kept:
         pass
-    rec = json.loads(open(os.path.join(kept, fileio.WORK_MARKER)).read())
+    rec = json.loads(open(os.path.join(kept, workdir.WORK_MARKER)).read())
     assert rec["keep"] is True
-    fileio.write_json(os.path.join(kept, fileio.WORK_MARKER), dict(rec, pid=2 ** 22 + 7))
+    fileio.write_json(os.path.join(kept, workdir.WORK_MARKER), dict(rec, pid=2 ** 22 + 7))
     reused = tmpdir_env / "nmtfrag-reused"
     reused.mkdir()
-    fileio.write_json(reused / fileio.WORK_MARKER, dict(me, start=me["start"] - 1))
+    fileio.write_json(reused / workdir.WORK_MARKER, dict(me, start=me["start"] - 1))
     mine = tmpdir_env / "nmtfrag-mine"
     mine.mkdir()
-    fileio.write_json(mine / fileio.WORK_MARKER, me)
-    assert fileio.sweep_stale_workdirs(quiet=True) == 1
+    fileio.write_json(mine / workdir.WORK_MARKER, me)
+    assert workdir.sweep_stale_workdirs(quiet=True) == 1
     assert not reused.exists() and mine.exists() and os.path.isdir(kept)

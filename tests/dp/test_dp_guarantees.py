@@ -117,7 +117,7 @@ def test_kill_9_leaves_no_corpus_in_out(setup, tmp_path):
     # owner-only: the step log, and the resumable state (nmtfrag.dp.resume) if saved:
     # the run's identity, its DP unit count ñ, the training state, and the temp file of
     # a save the kill interrupted (fileio.atomic_writer; removed by the next run); the
-    # killed run's OUT lock (its pid only: fileio.lock_output_dir)
+    # killed run's OUT lock (its pid only: outlock.lock_output_dir)
     partial = {f for f in found if f.startswith(os.path.join("owner", ".tmp-"))}
     if ".nmtfrag.lock" in found:
         assert (out / ".nmtfrag.lock").read_text().strip().isdigit()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nmtfrag.fileio import release_output_locks
+from nmtfrag.outlock import release_output_locks
 from nmtfrag.fragment.extract import ExtractOptions, extract_release
 from test_output_guard import tree
 from tinymodel import make_corpus, write_parallel

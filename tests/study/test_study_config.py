@@ -382,7 +382,7 @@ def test_a_failed_step_is_named_by_its_last_attempt(tmp_path):
 def test_status_names_the_cells_a_live_run_left_out(ws):
     """`study run --cell …` runs some cells: `status` says the others are not in it,
     instead of "waiting in its turn" for a turn that never comes."""
-    from nmtfrag.fileio import lock_output_dir, release_output_lock
+    from nmtfrag.outlock import lock_output_dir, release_output_lock
     from nmtfrag.study.machine import note_machine
     from nmtfrag.study.plan import Paths
     from nmtfrag.study.status import study_status

@@ -8,7 +8,7 @@ import pytest
 
 from nmtfrag.cli import main
 from nmtfrag.errors import InputError
-from nmtfrag.fileio import release_output_locks
+from nmtfrag.outlock import release_output_locks
 from nmtfrag.fragment.extract import extract_release
 from nmtfrag.study.config import read_config
 from nmtfrag.study.runner import check_study_out

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from nmtfrag.errors import InputError
-from nmtfrag.fileio import release_output_locks
+from nmtfrag.outlock import release_output_locks
 from nmtfrag.train import fairseq_fixes
 from nmtfrag.train import finetune as finetune_module
 from nmtfrag.train.fairseq_fixes import atomic_copy
