@@ -1,10 +1,8 @@
 """File conventions shared by every stage: atomic writes, JSON, hashes, the owner-only
 folder of an output, tool versions for manifests, progress bars.
 
-Why: a stage must never leave a half-written output that looks complete, and what only
-the data owner may see must be kept apart from what may be shared. An output directory's
-life is `outdir`'s (its lock `outlock`'s); temporary copies of confidential text live in
-`workdir`'s private dirs.
+Why: a stage must never leave a half-written output that looks complete.
+Output directories: outdir.py (their lock: outlock.py); private work dirs: workdir.py.
 """
 from __future__ import annotations
 

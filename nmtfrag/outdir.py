@@ -1,10 +1,9 @@
 """An output directory's life: created (and locked) for one run, checked against what the
-run reads and what another run wrote, refused when it holds a finished output, and
-removed when the run that made it fails.
+run reads and what another run wrote, refused when it holds a finished output, cleared
+of an earlier training run's files, and removed when the run that made it fails.
 
-Why: a stage must never destroy an input (`finetune --out M --model M` once deleted the
-base model), mix its files into another output, or leave an empty or half-written OUT
-that looks like a result.
+Why: a stage must never destroy an input, mix its files into another output, or leave
+an empty or half-written OUT that looks like a result.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""One run at a time writes an output directory: the kernel's flock on OUT's lock file,
-held for as long as the run's process lives.
+"""One run at a time writes an output directory (`lock_output_dir`), until the command
+ends or its process dies. Importing this module registers the hooks that release the
+locks at exit and drop them in a forked child.
 
 Why: two runs into one --out both reported success, and the later silently replaced the
-other's output. `lock_output_dir(wait=True)` queues runs instead of refusing the second
-(`study run --wait`).
+other's output.
 """
 from __future__ import annotations
 

@@ -2,9 +2,7 @@
 them (mode 0700), removed when the block ends and, after a run that was killed, by the
 next run (each records its owner process).
 
-Why: a tokenised corpus in the system temp dir must not outlive its run (docs/privacy.md);
-`finally` cannot run after SIGKILL or a power cut, so the next run sweeps what a dead
-owner left.
+Why: a tokenised corpus must not outlive its run (docs/privacy.md).
 """
 from __future__ import annotations
 

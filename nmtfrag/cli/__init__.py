@@ -236,7 +236,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     except OSError as exc:
         if exc.filename is None and is_disk_error(exc) and not debug:
-            # a full disk where no stage named the file (fileio names those it writes)
+            # a full disk where no stage named the file (fileio and workdir name theirs)
             _fail(f"error: {exc.strerror or exc} (a write failed; its file is not "
                   f"known: run with --debug for where)", user_error=True)
             return 2
