@@ -33,13 +33,13 @@ the end of each epoch (or every --validate-every updates); on top of that checkp
 is saved every RESUME_POINT_SECONDS of training, mid-epoch too, so a killed run loses at
 most that much (an epoch of EMEA phrases is over an hour on a 2-core CPU). A run stopped
 by SIGINT or SIGTERM says which checkpoint OUT keeps, or that it keeps none yet. These
-resume points and the other fixes to fairseq's training are nmtfrag.train.fairseq_fixes'.
+resume points and the other fixes to fairseq's training are nmtfrag.train.fairseq_fixes';
+where fairseq's log goes, nmtfrag.train.fairseq_log.
 """
 from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import sys
 import time
@@ -54,11 +54,12 @@ from ..fileio import (MANIFEST, OWNER_DIR, public_name, read_json, tool_versions
 from ..outdir import prepare_output_dir, remove_run_outputs
 from ..outlock import lock_output_dir
 from .fairseq_fixes import RESUME_POINT_SECONDS, STOP_EARLY, run_fairseq_train
+from .fairseq_log import LogCapture, attach_logs, detach_logs, setup_console_logging
 from .job import FineTuneJob
 from ..model_dir import ModelDir, allow_full_checkpoint_load, load_state
 from .trainable import TrainableSet
 from .data import (MODEL_KIND, TagPolicy, TrainingSources, WorkLayout, model_files,
-                            write_finetuned_model)
+                   write_finetuned_model)
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -199,97 +200,6 @@ def build_train_cfg(argv: list[str], ckpt_model_args: dict) -> DictConfig:
     return convert_namespace_to_omegaconf(args)
 
 
-class _LogCapture(logging.Handler):
-    """Keeps fairseq's log lines in OUT/train.log (and the valid losses in memory)."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(logging.INFO)
-        self.file = open(path, "a", encoding="utf-8")
-        self.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | "
-                                            "%(message)s", "%Y-%m-%d %H:%M:%S"))
-        self.valid: list[dict[str, float | None]] = []
-        self.loaded: list[str] = []
-        self.saved: str | None = None  # "epoch E, U updates" of fairseq's last save
-
-    def emit(self, record: logging.LogRecord) -> None:
-        msg = record.getMessage()
-        try:
-            self.file.write(self.format(record) + "\n")
-            self.file.flush()
-        except OSError as exc:  # a full disk: the error line names train.log
-            if not is_disk_error(exc):
-                raise
-            raise with_path(exc, self.file.name) from exc
-        if "valid" in msg and "| loss " in msg:
-            try:
-                loss = float(msg.split("| loss ")[1].split()[0])
-                upd = msg.split("| num_updates ")[1].split()[0] \
-                    if "| num_updates " in msg else None
-                self.valid.append({"num_updates": int(upd) if upd else None, "loss": loss})
-            except (IndexError, ValueError):
-                pass
-        if msg.startswith("Loaded checkpoint"):
-            self.loaded.append(msg)
-        saved = re.match(r"Saved checkpoint .*\(epoch (\d+) @ (\d+) updates", msg)
-        if saved:  # logged once the checkpoint and its copies are written
-            self.saved = f"epoch {saved.group(1)}, {saved.group(2)} updates"
-
-    def close(self) -> None:
-        self.file.close()
-        super().close()
-
-
-class _ProgressOnly(logging.Filter):
-    """fairseq's per-interval and per-epoch loss lines (its progress bar renames its
-    logger to train / train_inner / valid) and warnings; not its set-up dump."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.getMessage().startswith("Traceback (most recent call last)"):
-            return False  # e.g. a failed checkpoint save: train.log keeps it, the error
-            # line says what failed (one `error:` line, no traceback, on the console)
-        return record.levelno >= logging.WARNING or \
-            record.name in ("train", "train_inner", "valid")
-
-
-def _attach(handler, console_level=logging.INFO):
-    """Route fairseq's loggers to `handler` (train.log) and to stderr at `console_level`
-    (nothing of fairseq's reaches stdout: fairseq_cli.train points the root logger there).
-    At INFO the console shows only the loss lines unless `nmtfrag -v` (nmtfrag.quiet).
-    Returns what `_detach` needs to restore them."""
-    from ..quiet import verbose
-
-    console = logging.StreamHandler(sys.stderr)
-    console.setLevel(console_level)
-    if not verbose():
-        console.addFilter(_ProgressOnly())
-    console.setFormatter(handler.formatter)
-    saved = []
-    for n in ("fairseq", "fairseq_cli"):
-        lg = logging.getLogger(n)
-        saved.append((lg, lg.level, lg.propagate))
-        lg.addHandler(handler)
-        lg.addHandler(console)
-        lg.setLevel(logging.INFO)
-        lg.propagate = False
-    return saved, console
-
-
-def _detach(handler, attached):
-    saved, console = attached
-    for lg, level, propagate in saved:
-        lg.removeHandler(handler)
-        lg.removeHandler(console)
-        lg.setLevel(level)
-        lg.propagate = propagate
-
-
-def _setup_console_logging(quiet):
-    root = logging.getLogger()
-    if not root.handlers:  # before fairseq_cli.train's basicConfig, which uses stdout
-        logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                            format="%(asctime)s | %(levelname)s | %(name)s | %(message)s")
-
-
 def validation_loss(bin_dir: str, ckpt: str, *, src_lang: str, tgt_lang: str,
                     max_tokens: int, device: str, label_smoothing: float) -> float | None:
     """Label-smoothed validation loss (base 2, fairseq's) of a checkpoint: fairseq-validate."""
@@ -309,12 +219,12 @@ def validation_loss(bin_dir: str, ckpt: str, *, src_lang: str, tgt_lang: str,
     args = options.parse_args_and_arch(parser, argv)
     override = options.parse_args_and_arch(options.get_validation_parser(), argv,
                                            suppress_defaults=True)
-    handler = _LogCapture(os.devnull)
-    attached = _attach(handler, logging.WARNING)
+    handler = LogCapture(os.devnull)
+    attached = attach_logs(handler, logging.WARNING)
     try:
         fs_validate.main(convert_namespace_to_omegaconf(args), override)
     finally:
-        _detach(handler, attached)
+        detach_logs(handler, attached)
         handler.close()
     return handler.valid[-1]["loss"] if handler.valid else None
 
@@ -493,7 +403,7 @@ def _prepare_train_keep(job: FineTuneJob, config: FineTuneConfig, device: str,
         import torch
 
         torch.set_num_threads(job.threads)
-    _setup_console_logging(job.quiet)
+    setup_console_logging(job.quiet)
     t0 = time.time()
     hashes = training_data.input_hashes(md, sources)
     if job.reshape is not None:
@@ -650,8 +560,8 @@ def train(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
     cfg = build_train_cfg(argv, md.arch)
     os.makedirs(dirs.save_dir, exist_ok=True)
     resumed = ResumedFrom.read(dirs.last) if job.resume else ResumedFrom()
-    handler = _LogCapture(os.path.join(dirs.out, "train.log"))
-    attached = _attach(handler, logging.WARNING if job.quiet else logging.INFO)
+    handler = LogCapture(os.path.join(dirs.out, "train.log"))
+    attached = attach_logs(handler, logging.WARNING if job.quiet else logging.INFO)
     t_train = time.time()
     try:
         run_fairseq_train(cfg, config.trained(), resumed.stop_early)
@@ -659,7 +569,7 @@ def train(job: FineTuneJob, config: FineTuneConfig, dirs: RunDirs, md: ModelDir,
         note_interruption(exc, interruption_note(dirs, job.out, handler.saved))
         raise
     finally:
-        _detach(handler, attached)
+        detach_logs(handler, attached)
         handler.close()
     return TrainingOutcome(argv, handler.valid, time.time() - t_train,
                            resumed.training_seconds)

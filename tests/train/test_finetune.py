@@ -571,7 +571,7 @@ def _keep_without_training(monkeypatch, tmp_path, certifier, release_cert):
     holds a privacy.json or not; (its manifest, what it printed to stderr)."""
     import types
 
-    for name, value in {"_setup_console_logging": lambda quiet: None,
+    for name, value in {"setup_console_logging": lambda quiet: None,
                         "prepared_data": lambda *a: None, "loss_before": lambda *a: None,
                         "train": lambda *a: None, "keep_best": lambda *a: None,
                         "run_manifest": lambda *a: {"result": {}},
@@ -635,14 +635,14 @@ def test_ctrl_c_says_which_checkpoint_out_keeps(tiny_model_dir, data, tmp_path, 
     from nmtfrag.cli import main
 
     out = str(tmp_path / "ft")
-    plain_emit = finetune_module._LogCapture.emit
+    plain_emit = finetune_module.LogCapture.emit
 
     def ctrl_c_after_the_first_save(self, record):
         plain_emit(self, record)
         if self.saved:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(finetune_module._LogCapture, "emit", ctrl_c_after_the_first_save)
+    monkeypatch.setattr(finetune_module.LogCapture, "emit", ctrl_c_after_the_first_save)
     capsys.readouterr()
     assert main(_ctrl_c_argv(tiny_model_dir, data, out)) == 130
     err = capsys.readouterr().err.strip().splitlines()
