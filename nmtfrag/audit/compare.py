@@ -81,8 +81,6 @@ def _check_epsilon(value, run_name, where):
     """ε as a float: finite and ≥ 0 (0 for a run that used no client data). Why: NaN
     or a negative ε used to reach report.json as a bare NaN (invalid JSON) or a point
     left of zero on the plot."""
-    import math
-
     if value is None:  # a certificate whose parts do not compose: no single ε
         return None
     try:
@@ -398,8 +396,6 @@ LABEL_RADII = (5, 12, 20, 30, 42, 56, 72, 90)  # points from the marker
 def _candidates():
     """Label offsets (points) in rings around the point, nearest first: 8 directions on
     the first rings, 16 beyond."""
-    import math
-
     for k, r in enumerate(LABEL_RADII):
         n = 8 if k < 3 else 16
         for j in range(n):

@@ -65,7 +65,7 @@ def table_notes(rows: Sequence[dict]) -> list[str]:
                      f"baseline ({full['bleu'] - base['bleu']:+.2f} BLEU"
                      + (f", p = {full['p_bleu']:.3f}" if full.get("p_bleu") is not None
                         else "")
-                     + (f"; its 95% interval reaches the baseline" if
+                     + ("; its 95% interval reaches the baseline" if
                         full.get("bleu_ci95") is not None else "")
                      + "): no share of gain is shown, neither the cells' nor its own.")
     elif base is not None and full is None and len(rows) > 1:

@@ -224,8 +224,6 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_reconstruct(args):
-    import sys
-
     from ..audit.reconstruction_score import audit_reconstruction
 
     rep = audit_reconstruction(args.release, args.src, args.tgt, args.out,
@@ -255,8 +253,6 @@ def _int_list(text, flag):
 
 
 def _run_canaries_insert(args):
-    import sys
-
     from ..audit.canaries import insert_canaries
 
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
@@ -271,8 +267,6 @@ def _run_canaries_insert(args):
 
 
 def _run_exposure(args):
-    import sys
-
     if args.threads:
         import torch
 
@@ -292,8 +286,6 @@ def _run_exposure(args):
 
 
 def _run_membership(args):
-    import sys
-
     from ..audit import membership
     from ..errors import InputError
 
@@ -353,8 +345,6 @@ def _run_membership(args):
 
 
 def _run_compare(args):
-    import sys
-
     from ..audit.compare import compare_runs
 
     rep = compare_runs(args.runs, args.out, overwrite=args.overwrite)

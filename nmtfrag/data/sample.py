@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import os
 import random
-import sys
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from .corpus import validate_parallel
 from ..errors import InputError

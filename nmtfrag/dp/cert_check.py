@@ -21,7 +21,7 @@ import math
 from typing import Any
 
 from ..errors import InputError
-from ..randomness import SECRET, SEEDED, SEEDED_MARK
+from ..randomness import SECRET, SEEDED
 from . import accounting, histogram, unit_count
 
 # Relative tolerance of a recomputed figure against the stored one: closed forms and

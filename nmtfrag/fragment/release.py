@@ -23,7 +23,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
 from ..data.release_text import TAG_CLOSE, TAG_OPEN
-from ..errors import InputError
 from ..fileio import atomic_writer
 
 if TYPE_CHECKING:  # numpy is imported only where it is used

@@ -30,8 +30,7 @@ from .public_section import public_figures
 from .privacy_figures import privacy_figures
 from .config import BASELINE, RELEASE_APPROACHES, Cell, StudyConfig
 from .machine import machine_text, read_machines
-from .plan import (EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, RELEASE, Paths,
-                   Planner)
+from .plan import EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, Paths, Planner
 from .state import read_state
 from .transfer import IMPORTED, steps_run_here
 
