@@ -1,11 +1,9 @@
 """Quiet by default (nmtfrag.quiet): third-party warnings and INFO lines stay off the
 terminal, nmtfrag's own lines and every warning-level log record stay on it, `translate`
 writes translations only, and `nmtfrag -v` shows the noise again."""
-import logging
 import os
 import subprocess
 import sys
-import warnings
 
 import pytest
 

@@ -7,8 +7,6 @@ import json
 import os
 import stat
 
-import pytest
-
 from nmtfrag.cli import main
 from nmtfrag.fileio import public_name
 from tinymodel import make_corpus, write_parallel

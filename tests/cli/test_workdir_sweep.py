@@ -5,11 +5,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from nmtfrag import cli, fileio, workdir
+from nmtfrag import fileio, workdir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MESSAGE = "left by runs that were killed"

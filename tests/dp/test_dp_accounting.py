@@ -232,7 +232,6 @@ def test_privacy_plan_of_a_million_steps_in_bounded_memory(capsys):
     """`nmtfrag privacy --steps 1000000` (it needed ~19 GB): both figures, each named by
     its accountant, PRV's with the error its bounded grid allows; under 2 GB here."""
     import json
-    import resource
     import subprocess
     import sys
 

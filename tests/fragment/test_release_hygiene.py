@@ -245,7 +245,7 @@ def test_tag_tokens_in_pretokenized_input_are_refused_under_tag(tmp_path, capsys
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("error:") == 1 and "Traceback" not in err
-    assert (f"secret-corpus.de line 2" if side == "src" else "secret-corpus.en line 3") in err
+    assert ("secret-corpus.de line 2" if side == "src" else "secret-corpus.en line 3") in err
     assert not out.exists() or os.listdir(out) == []
     assert not work.exists() or os.listdir(work) == []
     assert before == {p: open(p, "rb").read() for p in before}

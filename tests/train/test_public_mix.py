@@ -81,6 +81,8 @@ def test_packing_uses_every_fragment_once_and_keeps_the_sides_aligned():
         tgt_groups = [e[1] for e in examples]
         used = [t for line in tgt_groups for t in line.split() if t not in ("<P>", "</P>")]
         assert sorted(used) == sorted(f"t{i}" for i in range(500))  # each once
+        used_src = [w for line in src_groups for w in line.split() if w not in ("<P>", "</P>")]
+        assert sorted(used_src) == sorted(w for i in range(500) for w in (f"s{i}", f"s{i}b"))
         for s, t in examples:  # fragment k of the source is fragment k of the target
             src_ids = [w[1:] for w in s.split() if w.startswith("s") and not w.endswith("b")]
             tgt_ids = [w[1:] for w in t.split() if w.startswith("t")]
