@@ -51,12 +51,15 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | Non
     if epoch is None:
         return None
     cell_cfg = config.cell(cell)
-    cap = cell_cfg.passes if cell_cfg.approach == "dp-release" else cell_cfg.training.max_epochs
-    cap_u = cell_cfg.training.max_updates if cell_cfg.approach != "dp-release" else 0
+    # a public control trains by its like-cell's rule (study.plan's _control): a DP
+    # release's or a composed cell's warm start's fixed passes, or early stopping
+    rule = config.cell(cell_cfg.like) if cell_cfg.approach == "public" else cell_cfg
+    fixed = rule.approach in ("dp-release", "dp-composed")  # fixed passes: no early stop
+    cap = rule.passes if fixed else rule.training.max_epochs
+    cap_u = 0 if fixed else rule.training.max_updates
     return (f"epoch {epoch} of ≤ {cap}" + (f", {updates:,} updates" if updates else "")
             + (f" of ≤ {cap_u:,}" if cap_u else "")
-            + ("" if cell_cfg.approach == "dp-release"  # fixed passes: no early stop
-               else _early_stop_text(losses, cell_cfg.training.patience)))
+            + ("" if fixed else _early_stop_text(losses, rule.training.patience)))
 
 
 def _early_stop_text(losses: list[tuple[float, float]], patience: int) -> str:

@@ -520,6 +520,28 @@ def test_status_says_how_near_early_stopping_a_training_run_is(ws):
         "best valid loss 4.900, 0 of 2 validations since without a better one")
 
 
+def test_status_gives_a_public_control_the_cap_of_its_like_cells_rule(ws):
+    """A DP release's control trains the release's fixed passes (not the config's epoch
+    cap) and waits for no validation: status says so, as it does for the release."""
+    from nmtfrag.study.plan import Paths
+    from nmtfrag.study.status import training_progress
+
+    text = GOOD.replace('public_align = "{d}/public"',
+                        'public_align = "{d}/public"\npublic_train = "{d}/public"')
+    config = read_config(write(ws, text.replace('title = "t"', 'title = "t"\n[training]\nmax_epochs = 9', 1)
+                               + DP_CONTROLS))
+    paths = Paths(str(ws / "out"))
+    passes = {n: config.cell(n).passes for n in ("rel8-pub", "comp8")}
+    assert config.cell("sent").training.max_epochs == 9 and 9 not in passes.values()
+    for cell, like in (("ctl-rel8", "rel8-pub"), ("ctl-comp8", "comp8"), ("rel8-pub", None)):
+        log = ws / "out" / "cells" / cell / FINETUNE / "train.log"
+        log.parent.mkdir(parents=True)
+        log.write_text("2026-11-29 03:52:45 | INFO | train | epoch 002 | loss 4.1 | "
+                       "num_updates 186\n")
+        assert training_progress(paths, cell, config) == (
+            f"epoch 2 of ≤ {passes[like or cell]}, 186 updates"), cell
+
+
 def test_the_demo_config_names_every_key():
     """corpora/demo/study.toml is the documentation of every key (the README and `study
     --help` say so): a key the reader accepts must appear there, set or in a comment as
