@@ -32,6 +32,8 @@ else:  # the same parser, before it joined the standard library
 APPROACHES = ("phrases", "sentences", "dp-release", "dp-sgd", "dp-composed", "public")
 DP_APPROACHES = ("dp-release", "dp-sgd", "dp-composed")
 RELEASE_APPROACHES = ("phrases", "dp-release", "dp-composed")  # cells that make a release
+# cells fairseq trains for fixed passes over their DP release (no validation, no early stop)
+FIXED_PASSES = ("dp-release", "dp-composed")
 BASELINE = "baseline"
 CELL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -162,6 +164,13 @@ class StudyConfig:
             if c.name == name:
                 return c
         raise KeyError(name)
+
+    def training_rule(self, name: str) -> Cell:
+        """The cell whose training rule `name` follows: a public control trains by its
+        like-cell's (study.plan's _control; a composed cell's: its warm start), every
+        other cell by its own."""
+        cell = self.cell(name)
+        return self.cell(cell.like) if cell.approach == "public" else cell
 
     reference: str = ""   # the full-sentence cell every share is of (default: the first)
     # the base model was trained on the owner's data ([model] owner_data): every ε's

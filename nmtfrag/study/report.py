@@ -28,7 +28,7 @@ from . import (data_size, length, public_section, release_secrets, runs_section,
                selection_section)
 from .public_section import public_figures
 from .privacy_figures import privacy_figures
-from .config import BASELINE, RELEASE_APPROACHES, Cell, StudyConfig
+from .config import BASELINE, FIXED_PASSES, RELEASE_APPROACHES, Cell, StudyConfig
 from .machine import machine_text, read_machines
 from .plan import EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, Paths, Planner
 from .state import read_state
@@ -108,9 +108,7 @@ def training_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, 
     """How a cell's training went, from its own records (finetune's manifests and logs)."""
     if name == BASELINE:
         return {}
-    cell = config.cell(name)
-    # a public control trains by its like-cell's rule (a composed cell's: its warm start)
-    rule = config.cell(cell.like) if cell.approach == "public" else cell
+    cell, rule = config.cell(name), config.training_rule(name)
     ft = paths.step(name, FINETUNE)
     man = _json(os.path.join(ft, "manifest.json")) or {}
     state = read_state(paths, name)
@@ -131,7 +129,7 @@ def training_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, 
     tgt = ((man.get("counts") or {}).get("train") or {}).get("tgt_tokens")
     epochs, updates = result.get("epochs_completed"), result.get("num_updates")
     cap_e, cap_u = params.get("max_epochs"), params.get("max_updates")
-    if rule.approach in ("dp-release", "dp-composed"):
+    if rule.approach in FIXED_PASSES:
         ended = f"fixed plan ({_passes(rule.passes)}, last checkpoint)"
     elif ended_at_cap(updates, epochs, cap_u, cap_e):
         ended = "at its cap"

@@ -10,7 +10,7 @@ import os
 import re
 from typing import Any
 
-from .config import BASELINE, StudyConfig
+from .config import BASELINE, FIXED_PASSES, StudyConfig
 from .plan import FINETUNE, CellPlan, Paths, Planner
 from ..outlock import output_lock_holder
 from .machine import device_text, read_machines
@@ -50,11 +50,8 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | Non
                 losses.append((float(v.group(1)), float(v.group(2))))
     if epoch is None:
         return None
-    cell_cfg = config.cell(cell)
-    # a public control trains by its like-cell's rule (study.plan's _control): a DP
-    # release's or a composed cell's warm start's fixed passes, or early stopping
-    rule = config.cell(cell_cfg.like) if cell_cfg.approach == "public" else cell_cfg
-    fixed = rule.approach in ("dp-release", "dp-composed")  # fixed passes: no early stop
+    rule = config.training_rule(cell)
+    fixed = rule.approach in FIXED_PASSES
     cap = rule.passes if fixed else rule.training.max_epochs
     cap_u = 0 if fixed else rule.training.max_updates
     return (f"epoch {epoch} of ≤ {cap}" + (f", {updates:,} updates" if updates else "")
