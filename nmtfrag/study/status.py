@@ -10,6 +10,7 @@ import os
 import re
 from typing import Any
 
+from ..fileio import read_json
 from .config import BASELINE, FIXED_PASSES, StudyConfig
 from .plan import FINETUNE, CellPlan, Paths, Planner
 from ..outlock import output_lock_holder
@@ -19,8 +20,10 @@ from .state import cpu_of_live, read_state, resumable
 from .transfer import IMPORTED, cpu_seconds_elsewhere
 
 
-def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | None:
-    """'epoch 3 of ≤ 10' (fairseq, from train.log) or 'step 40 of 100' (DP-SGD)."""
+def training_progress(paths: Paths, cell: str, config: StudyConfig,
+                      trained: bool = False) -> str | None:
+    """'epoch 3 of ≤ 10' (fairseq, from train.log) or 'step 40 of 100' (DP-SGD); once
+    `trained` (the finetune step done), how the run ended, from finetune's manifest."""
     ft = paths.step(cell, FINETUNE)
     dp_log = os.path.join(ft, "owner", "train.log")
     if os.path.isfile(dp_log):
@@ -33,6 +36,10 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | Non
                 found = re.findall(r"(\d+) noisy steps", f.read())
             total = found[-1] if found else None
         return f"DP step {done} of {total or '?'}"
+    if trained:
+        ended = finished_training(ft, config.training_rule(cell).approach in FIXED_PASSES)
+        if ended:
+            return ended
     log = os.path.join(ft, "train.log")
     if not os.path.isfile(log):
         return None
@@ -57,6 +64,29 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | Non
     return (f"epoch {epoch} of ≤ {cap}" + (f", {updates:,} updates" if updates else "")
             + (f" of ≤ {cap_u:,}" if cap_u else "")
             + ("" if fixed else _early_stop_text(losses, rule.training.patience)))
+
+
+def finished_training(ft: str, fixed: bool) -> str | None:
+    """How a finished fairseq run ended, from its manifest: train.log's last lines tell
+    only the epoch it stopped inside and rounded losses (a run early-stopped on a loss
+    equal to the best at three decimals read as "1 of 2 validations since")."""
+    path = os.path.join(ft, "manifest.json")
+    try:
+        result = (read_json(path) or {}).get("result") or {}
+    except (OSError, ValueError):
+        return None
+    updates, epochs = result.get("num_updates"), result.get("epochs_completed")
+    if updates is None:
+        return None
+    how = ("fixed plan:" if fixed else "early stop at" if result.get("stopped_early")
+           else "at its cap,")
+    text = f"{how} {updates:,} updates" + (
+        f" ({epochs} epoch{'s' * (epochs != 1)} completed)" if epochs is not None else "")
+    best, loss = result.get("best_checkpoint_updates"), result.get("valid_loss_best")
+    if not fixed and best is not None:
+        text += f", best at {best:,}" + (f" (valid loss {loss:.3f})" if loss is not None
+                                         else "")
+    return text
 
 
 def _early_stop_text(losses: list[tuple[float, float]], patience: int) -> str:
@@ -105,7 +135,7 @@ def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool,
             "imported": bool(state.get(IMPORTED)),
             "steps_done": f"{len(done)}/{len(plan.steps)}", "cpu_hours": cpu / 3600,
             "cpu_hours_elsewhere": cpu_seconds_elsewhere(state) / 3600,
-            "progress": (training_progress(paths, plan.cell, config)
+            "progress": (training_progress(paths, plan.cell, config, FINETUNE in done)
                          if plan.cell != BASELINE else None)}
 
 

@@ -542,6 +542,52 @@ def test_status_gives_a_public_control_the_cap_of_its_like_cells_rule(ws):
             f"epoch 2 of ≤ {passes[like or cell]}, 186 updates"), cell
 
 
+def test_status_says_how_a_finished_run_ended_from_its_manifest(ws):
+    """Once the finetune step is done, status reads how the run ended from finetune's
+    manifest, not train.log: the log's losses are rounded (a validation equal to the best
+    at three decimals reads as no worse) and its last epoch is the one it stopped inside."""
+    import json
+
+    from nmtfrag.study.plan import Paths
+    from nmtfrag.study.status import training_progress
+
+    text = GOOD.replace('public_align = "{d}/public"',
+                        'public_align = "{d}/public"\npublic_train = "{d}/public"')
+    config = read_config(write(ws, text + DP_CONTROLS))
+    paths = Paths(str(ws / "out"))
+
+    def valid(epoch, loss, best, updates):
+        return (f"2026-11-28 19:45:51 | INFO | valid | epoch {epoch:03d} | valid on 'valid' "
+                f"subset | loss {loss} | nll_loss 4.7 | ppl 26.4 | wps 1535.7 | wpb 944.4 | "
+                f"bsz 30.2 | num_updates {updates} | best_loss {best}\n")
+    ft = ws / "out" / "cells" / "sent" / FINETUNE
+    ft.mkdir(parents=True)
+    (ft / "train.log").write_text(valid(1, 6.098, 6.098, 250) + valid(1, 6.098, 6.098, 500)
+                                  + valid(2, 6.16, 6.098, 750))
+    (ft / "manifest.json").write_text(json.dumps({"result": {
+        "num_updates": 750, "epochs_completed": 1, "best_checkpoint_updates": 500,
+        "valid_loss_best": 6.0975, "stopped_early": True}}))
+    assert training_progress(paths, "sent", config, trained=True) == (
+        "early stop at 750 updates (1 epoch completed), best at 500 (valid loss 6.098)")
+    # while the step runs, a manifest there is an earlier run's: the live log counts
+    assert training_progress(paths, "sent", config).startswith("epoch 2 of ≤ 10, 750 updates")
+    (ft / "manifest.json").write_text(json.dumps({"result": {
+        "num_updates": 4000, "epochs_completed": 10, "best_checkpoint_updates": 4000,
+        "valid_loss_best": 4.5, "stopped_early": False}}))
+    assert training_progress(paths, "sent", config, trained=True).startswith(
+        "at its cap, 4,000 updates (10 epochs completed), best at 4,000")
+    # a DP release's control trains fixed passes: no early stop, no best checkpoint
+    ft = ws / "out" / "cells" / "ctl-rel8" / FINETUNE
+    ft.mkdir(parents=True)
+    (ft / "manifest.json").write_text(json.dumps({"result": {
+        "num_updates": 186, "epochs_completed": 2, "best_checkpoint_updates": 186,
+        "valid_loss_best": None, "stopped_early": False}}))
+    assert training_progress(paths, "ctl-rel8", config, trained=True) == (
+        "fixed plan: 186 updates (2 epochs completed)")
+    (ft / "manifest.json").write_text("{")  # unreadable: no figure rather than an error
+    assert training_progress(paths, "ctl-rel8", config, trained=True) is None
+
+
 def test_the_demo_config_names_every_key():
     """corpora/demo/study.toml is the documentation of every key (the README and `study
     --help` say so): a key the reader accepts must appear there, set or in a comment as
