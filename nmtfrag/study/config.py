@@ -32,7 +32,8 @@ else:  # the same parser, before it joined the standard library
 APPROACHES = ("phrases", "sentences", "dp-release", "dp-sgd", "dp-composed", "public")
 DP_APPROACHES = ("dp-release", "dp-sgd", "dp-composed")
 RELEASE_APPROACHES = ("phrases", "dp-release", "dp-composed")  # cells that make a release
-# cells fairseq trains for fixed passes over their DP release (no validation, no early stop)
+# training rules of fixed passes, no validation, no early stop: a DP release's; a composed
+# cell's warm start's (the cell itself then runs DP-SGD; its public control follows this)
 FIXED_PASSES = ("dp-release", "dp-composed")
 BASELINE = "baseline"
 CELL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

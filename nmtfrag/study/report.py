@@ -23,15 +23,15 @@ from ..audit import compare
 from ..audit.compare import or_dash
 from ..audit.compare_reference import gain_shares
 from ..fileio import atomic_writer, read_json, write_json
-from ..train.finetune import ended_at_cap
 from . import (data_size, length, public_section, release_secrets, runs_section,
                selection_section)
 from .public_section import public_figures
 from .privacy_figures import privacy_figures
-from .config import BASELINE, FIXED_PASSES, RELEASE_APPROACHES, Cell, StudyConfig
+from .config import BASELINE, RELEASE_APPROACHES, Cell, StudyConfig
 from .machine import machine_text, read_machines
 from .plan import EVALUATE, EXPOSURE, FINETUNE, MEMBERSHIP, RECONSTRUCT, Paths, Planner
 from .state import read_state
+from .training_end import how_training_ended, passes_text
 from .transfer import IMPORTED, steps_run_here
 
 RELEASING = RELEASE_APPROACHES  # the approaches whose cells ship a release
@@ -53,11 +53,11 @@ def approach_text(cell: Cell | None, reference: bool = True) -> str:
                 f"rate {cell.sample_rate:g}{_public_text(cell)}")
     if cell.approach == "dp-release":
         return (f"DP set-union release ≤ {cell.max_len}{', tagged' if cell.tags else ''}, "
-                f"{_passes(cell.passes)}{_public_text(cell)}")
+                f"{passes_text(cell.passes)}{_public_text(cell)}")
     opts = " ".join(cell.options) or "the default recipe"
     if cell.approach == "dp-composed":
         return (f"DP set-union release ≤ {cell.max_len} (ε {cell.release_epsilon:g})"
-                f"{', tagged' if cell.tags else ''}, {_passes(cell.passes)}"
+                f"{', tagged' if cell.tags else ''}, {passes_text(cell.passes)}"
                 f"{_public_text(cell)}, then DP-SGD ({opts}): total ε {cell.epsilon:g}")
     public = (f", + {cell.public_batch:,} public pairs a step (weight {cell.public_weight:g})"
               if cell.public_batch else "")
@@ -76,10 +76,6 @@ def _public_text(cell: Cell) -> str:
         out += f", + public pairs ({cell.public_share:.0%} of target tokens"
         out += f", ≥ {cell.public_min_words} words)" if cell.public_min_words else ")"
     return out
-
-
-def _passes(n: int) -> str:
-    return f"{n} pass" if n == 1 else f"{n} passes"
 
 
 def _json(path: str) -> Any:
@@ -125,18 +121,10 @@ def training_figures(config: StudyConfig, paths: Paths, name: str) -> dict[str, 
             out.update(passes=sum(rates) or None,
                        tokens_seen=round(sum(rates) * tgt) if tgt and rates else None)
         return out
-    result, params = man.get("result") or {}, man.get("params") or {}
+    result = man.get("result") or {}
     tgt = ((man.get("counts") or {}).get("train") or {}).get("tgt_tokens")
-    epochs, updates = result.get("epochs_completed"), result.get("num_updates")
-    cap_e, cap_u = params.get("max_epochs"), params.get("max_updates")
-    if rule.approach in FIXED_PASSES:
-        ended = f"fixed plan ({_passes(rule.passes)}, last checkpoint)"
-    elif ended_at_cap(updates, epochs, cap_u, cap_e):
-        ended = "at its cap"
-    elif updates is not None:
-        ended = "early stop (validation)"
-    else:
-        ended = None
+    updates = result.get("num_updates")
+    ended = how_training_ended(rule, man)
     # fairseq's training time over every run of the cell: more than the study counted
     # means attempts it never saw (killed before it saved CPU time every minute)
     missed = (result.get("train_seconds") or 0) - (steps.get(FINETUNE) or {}).get(

@@ -11,19 +11,19 @@ import re
 from typing import Any
 
 from ..fileio import read_json
-from .config import BASELINE, FIXED_PASSES, StudyConfig
+from .config import BASELINE, FIXED_PASSES, Cell, StudyConfig
 from .plan import FINETUNE, CellPlan, Paths, Planner
 from ..outlock import output_lock_holder
 from .machine import device_text, read_machines
 from .record import check_same_study
 from .state import cpu_of_live, read_state, resumable
+from .training_end import how_training_ended
 from .transfer import IMPORTED, cpu_seconds_elsewhere
 
 
-def training_progress(paths: Paths, cell: str, config: StudyConfig,
-                      trained: bool = False) -> str | None:
-    """'epoch 3 of ≤ 10' (fairseq, from train.log) or 'step 40 of 100' (DP-SGD); once
-    `trained` (the finetune step done), how the run ended, from finetune's manifest."""
+def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | None:
+    """'DP step 40 of 100' (DP-SGD, from its owner log); for fairseq, once trained, how
+    the run ended (finetune's manifest), else 'epoch 3 of ≤ 10' (from train.log)."""
     ft = paths.step(cell, FINETUNE)
     dp_log = os.path.join(ft, "owner", "train.log")
     if os.path.isfile(dp_log):
@@ -36,10 +36,10 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig,
                 found = re.findall(r"(\d+) noisy steps", f.read())
             total = found[-1] if found else None
         return f"DP step {done} of {total or '?'}"
-    if trained:
-        ended = finished_training(ft, config.training_rule(cell).approach in FIXED_PASSES)
-        if ended:
-            return ended
+    # after the DP branch: a DP-SGD run's manifest describes no fairseq training
+    ended = finished_training(ft, config.training_rule(cell))
+    if ended:
+        return ended
     log = os.path.join(ft, "train.log")
     if not os.path.isfile(log):
         return None
@@ -66,24 +66,24 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig,
             + ("" if fixed else _early_stop_text(losses, rule.training.patience)))
 
 
-def finished_training(ft: str, fixed: bool) -> str | None:
-    """How a finished fairseq run ended, from its manifest: train.log's last lines tell
-    only the epoch it stopped inside and rounded losses (a run early-stopped on a loss
-    equal to the best at three decimals read as "1 of 2 validations since")."""
-    path = os.path.join(ft, "manifest.json")
+def finished_training(ft: str, rule: Cell) -> str | None:
+    """How a finished fairseq run ended, from its manifest (written only when finetune
+    finishes: a step is done when it exists), in the report's words: train.log's last
+    lines tell only the epoch it stopped inside and rounded losses (a run early-stopped
+    on a loss equal to the best at three decimals read as "1 of 2 validations since")."""
     try:
-        result = (read_json(path) or {}).get("result") or {}
+        manifest = read_json(os.path.join(ft, "manifest.json")) or {}
     except (OSError, ValueError):
         return None
+    result = manifest.get("result") or {}
+    how = how_training_ended(rule, manifest)
     updates, epochs = result.get("num_updates"), result.get("epochs_completed")
-    if updates is None:
+    if how is None or updates is None:
         return None
-    how = ("fixed plan:" if fixed else "early stop at" if result.get("stopped_early")
-           else "at its cap,")
-    text = f"{how} {updates:,} updates" + (
+    text = f"{how}: {updates:,} updates" + (
         f" ({epochs} epoch{'s' * (epochs != 1)} completed)" if epochs is not None else "")
     best, loss = result.get("best_checkpoint_updates"), result.get("valid_loss_best")
-    if not fixed and best is not None:
+    if rule.approach not in FIXED_PASSES and best is not None:
         text += f", best at {best:,}" + (f" (valid loss {loss:.3f})" if loss is not None
                                          else "")
     return text
@@ -135,7 +135,7 @@ def cell_status(paths: Paths, plan: CellPlan, config: StudyConfig, live: bool,
             "imported": bool(state.get(IMPORTED)),
             "steps_done": f"{len(done)}/{len(plan.steps)}", "cpu_hours": cpu / 3600,
             "cpu_hours_elsewhere": cpu_seconds_elsewhere(state) / 3600,
-            "progress": (training_progress(paths, plan.cell, config, FINETUNE in done)
+            "progress": (training_progress(paths, plan.cell, config)
                          if plan.cell != BASELINE else None)}
 
 

@@ -543,12 +543,15 @@ def test_status_gives_a_public_control_the_cap_of_its_like_cells_rule(ws):
 
 
 def test_status_says_how_a_finished_run_ended_from_its_manifest(ws):
-    """Once the finetune step is done, status reads how the run ended from finetune's
-    manifest, not train.log: the log's losses are rounded (a validation equal to the best
-    at three decimals reads as no worse) and its last epoch is the one it stopped inside."""
+    """A finished fairseq run's line comes from finetune's manifest, in the report's words:
+    train.log's losses are rounded (a validation equal to the best at three decimals
+    reads as no worse) and its last epoch is the one the run stopped inside. A DP-SGD
+    run keeps its DP step count; fixed passes (a DP release's control, a composed cell's
+    control) say so."""
     import json
 
     from nmtfrag.study.plan import Paths
+    from nmtfrag.study.report import training_figures
     from nmtfrag.study.status import training_progress
 
     text = GOOD.replace('public_align = "{d}/public"',
@@ -560,32 +563,45 @@ def test_status_says_how_a_finished_run_ended_from_its_manifest(ws):
         return (f"2026-11-28 19:45:51 | INFO | valid | epoch {epoch:03d} | valid on 'valid' "
                 f"subset | loss {loss} | nll_loss 4.7 | ppl 26.4 | wps 1535.7 | wpb 944.4 | "
                 f"bsz 30.2 | num_updates {updates} | best_loss {best}\n")
-    ft = ws / "out" / "cells" / "sent" / FINETUNE
-    ft.mkdir(parents=True)
-    (ft / "train.log").write_text(valid(1, 6.098, 6.098, 250) + valid(1, 6.098, 6.098, 500)
-                                  + valid(2, 6.16, 6.098, 750))
-    (ft / "manifest.json").write_text(json.dumps({"result": {
-        "num_updates": 750, "epochs_completed": 1, "best_checkpoint_updates": 500,
-        "valid_loss_best": 6.0975, "stopped_early": True}}))
-    assert training_progress(paths, "sent", config, trained=True) == (
-        "early stop at 750 updates (1 epoch completed), best at 500 (valid loss 6.098)")
-    # while the step runs, a manifest there is an earlier run's: the live log counts
+
+    def manifest(cell, updates, epochs, best, loss, max_epochs, stopped_early):
+        (ws / "out" / "cells" / cell / FINETUNE / "manifest.json").write_text(json.dumps({
+            "params": {"max_epochs": max_epochs, "max_updates": 0},
+            "result": {"num_updates": updates, "epochs_completed": epochs,
+                       "best_checkpoint_updates": best, "valid_loss_best": loss,
+                       "stopped_early": stopped_early}}))
+
+    for cell in ("sent", "ctl-rel8", "ctl-comp8", "dp8-pub"):
+        (ws / "out" / "cells" / cell / FINETUNE).mkdir(parents=True)
+    (ws / "out" / "cells" / "sent" / FINETUNE / "train.log").write_text(
+        valid(1, 6.098, 6.098, 250) + valid(1, 6.098, 6.098, 500) + valid(2, 6.16, 6.098, 750))
     assert training_progress(paths, "sent", config).startswith("epoch 2 of ≤ 10, 750 updates")
-    (ft / "manifest.json").write_text(json.dumps({"result": {
-        "num_updates": 4000, "epochs_completed": 10, "best_checkpoint_updates": 4000,
-        "valid_loss_best": 4.5, "stopped_early": False}}))
-    assert training_progress(paths, "sent", config, trained=True).startswith(
-        "at its cap, 4,000 updates (10 epochs completed), best at 4,000")
-    # a DP release's control trains fixed passes: no early stop, no best checkpoint
-    ft = ws / "out" / "cells" / "ctl-rel8" / FINETUNE
-    ft.mkdir(parents=True)
-    (ft / "manifest.json").write_text(json.dumps({"result": {
-        "num_updates": 186, "epochs_completed": 2, "best_checkpoint_updates": 186,
-        "valid_loss_best": None, "stopped_early": False}}))
-    assert training_progress(paths, "ctl-rel8", config, trained=True) == (
-        "fixed plan: 186 updates (2 epochs completed)")
-    (ft / "manifest.json").write_text("{")  # unreadable: no figure rather than an error
-    assert training_progress(paths, "ctl-rel8", config, trained=True) is None
+    manifest("sent", 750, 1, 500, 6.0975, 10, True)
+    said = training_progress(paths, "sent", config)
+    assert said == ("early stop (validation): 750 updates (1 epoch completed), best at 500 "
+                    "(valid loss 6.098)")
+    assert said.startswith(training_figures(config, paths, "sent")["ended"] + ":")
+    # the caps decide, as in the report: a manifest from before fairseq's flag was right
+    # for epoch-capped runs says stopped_early false for a run stopped at epoch 4 of 10
+    manifest("sent", 1600, 4, 1200, 4.5, 10, False)
+    assert training_progress(paths, "sent", config).startswith(
+        "early stop (validation): 1,600 updates (4 epochs completed), best at 1,200")
+    manifest("sent", 4000, 10, 4000, 4.5, 10, False)
+    assert training_progress(paths, "sent", config).startswith(
+        "at its cap: 4,000 updates (10 epochs completed), best at 4,000")
+    for cell, like in (("ctl-rel8", "rel8-pub"), ("ctl-comp8", "comp8")):
+        passes = config.cell(like).passes
+        manifest(cell, 186, passes, 186, None, passes, False)
+        assert training_progress(paths, cell, config) == (
+            f"fixed plan ({passes} pass{'es' * (passes != 1)}, last checkpoint): 186 updates "
+            f"({passes} epoch{'s' * (passes != 1)} completed)"), cell
+    (ws / "out" / "cells" / "ctl-rel8" / FINETUNE / "manifest.json").write_text("{")
+    assert training_progress(paths, "ctl-rel8", config) is None  # unreadable: no figure
+    owner = ws / "out" / "cells" / "dp8-pub" / FINETUNE / "owner"
+    owner.mkdir()
+    (owner / "train.log").write_text("step 1\nstep 2\nstep 3\n")
+    manifest("dp8-pub", 3, None, 3, None, 0, False)
+    assert training_progress(paths, "dp8-pub", config).startswith("DP step 3 of ")
 
 
 def test_the_demo_config_names_every_key():
