@@ -37,7 +37,8 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | Non
             total = found[-1] if found else None
         return f"DP step {done} of {total or '?'}"
     # after the DP branch: a DP-SGD run's manifest describes no fairseq training
-    ended = finished_training(ft, config.training_rule(cell))
+    rule = config.training_rule(cell)
+    ended = finished_training(ft, rule)
     if ended:
         return ended
     log = os.path.join(ft, "train.log")
@@ -57,7 +58,6 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | Non
                 losses.append((float(v.group(1)), float(v.group(2))))
     if epoch is None:
         return None
-    rule = config.training_rule(cell)
     fixed = rule.approach in FIXED_PASSES
     cap = rule.passes if fixed else rule.training.max_epochs
     cap_u = 0 if fixed else rule.training.max_updates
