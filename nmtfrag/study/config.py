@@ -32,9 +32,11 @@ else:  # the same parser, before it joined the standard library
 APPROACHES = ("phrases", "sentences", "dp-release", "dp-sgd", "dp-composed", "public")
 DP_APPROACHES = ("dp-release", "dp-sgd", "dp-composed")
 RELEASE_APPROACHES = ("phrases", "dp-release", "dp-composed")  # cells that make a release
+# cells that make a DP release (its aligner learns on public_align, never the owner's corpus)
+DP_RELEASE_APPROACHES = ("dp-release", "dp-composed")
 # training rules of fixed passes, no validation, no early stop: a DP release's; a composed
 # cell's warm start's (the cell itself then runs DP-SGD; its public control follows this)
-FIXED_PASSES = ("dp-release", "dp-composed")
+FIXED_PASSES = DP_RELEASE_APPROACHES
 BASELINE = "baseline"
 CELL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -431,7 +433,7 @@ def _check_cell(w: _Where, where: str, c: Cell, raw: dict, data: Data) -> None:
     if c.approach == "dp-composed" and not 0 < c.release_epsilon < c.epsilon:
         raise w.error(where + "release_epsilon", f"the release's share of the total ε: in "
                       f"(0, epsilon), got {c.release_epsilon}")
-    if c.approach in ("dp-release", "dp-composed"):
+    if c.approach in DP_RELEASE_APPROACHES:
         if not data.public_align:
             raise w.error(where + "approach", "a DP release cell needs [data] public_align "
                           "(public parallel text for its aligner: an alignment learned on "

@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import InputError
 from ..fileio import read_json, sha256_file, write_json
 from ..model_dir import check_model_files, validate_model_dir
-from .config import BASELINE, Audit, Decode, StudyConfig
+from .config import BASELINE, DP_RELEASE_APPROACHES, Audit, Decode, StudyConfig
 from .variables import record_variables
 
 RECORD_VERSION = 1
@@ -84,7 +84,7 @@ def cell_settings(config: StudyConfig, name: str, hashes: FileHashes) -> dict[st
             like = cell_settings(config, cell["like"], hashes)
             own[LIKE[:-1]] = {k: v for k, v in like.items() if not k.startswith(
                 ("model.", "data.", "decode.", "audit.", "seed"))}
-        if cell["approach"] in ("dp-release", "dp-composed"):
+        if cell["approach"] in DP_RELEASE_APPROACHES:  # its fixed passes ignore early stop
             own["public_align sha256"] = [hashes(f) for f in
                                           config.data.files(config.data.public_align)]
             own["training"] = {k: v for k, v in own["training"].items()
