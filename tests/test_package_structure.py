@@ -115,7 +115,7 @@ CORE = {"nmtfrag", "nmtfrag.__main__", "nmtfrag.errors", "nmtfrag.fileio",
         "nmtfrag.model_dir", "nmtfrag.quiet", "nmtfrag.limits"}
 # argparse outside cli/, each with its reason
 ARGPARSE_ALLOWED = {
-    "nmtfrag.train.finetune": "reads the options fairseq's architectures register with "
+    "nmtfrag.train.fairseq_args": "reads the options fairseq's architectures register with "
                               "argparse (the checkpoint decides them)",
 }
 
