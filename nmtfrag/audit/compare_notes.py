@@ -18,6 +18,12 @@ def pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.2f}%"
 
 
+def old_membership_rule(row: dict) -> bool:
+    """The run's membership audit kept held-out pairs also found in training among its
+    non-members (made before they were left out)."""
+    return (row.get("membership") or {}).get("members_left_out") is False
+
+
 LENGTH_DROP = 0.05  # a length ratio this far below the baseline's is named
 
 

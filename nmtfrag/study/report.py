@@ -9,7 +9,7 @@ its cap, or its DP plan), updates, target tokens seen and passes over the cell's
 CPU hours, the audits, and ε — labelled where it is not a guarantee (a seeded or simulated
 DP run, hyperparameters chosen on the owner's data) and with what lies outside it.
 
-OUT/report/: report.md, report.json, privacy_utility.png (nmtfrag.audit.compare's figure),
+OUT/report/: report.md, report.json, privacy_utility.png (nmtfrag.audit.compare_plot's figure),
 runs.yaml (the same cells as input for `nmtfrag audit compare`), vs-full/CELL/ (the
 bootstrap against the full-sentence cell, an `nmtfrag evaluate --hyp` output).
 """
@@ -19,7 +19,7 @@ import os
 import re
 from typing import Any
 
-from ..audit import compare
+from ..audit import compare, compare_plot
 from ..audit.compare import or_dash
 from ..audit.compare_reference import gain_shares
 from ..fileio import atomic_writer, read_json, write_json
@@ -248,7 +248,7 @@ def write_report(config: StudyConfig, out: str) -> list[dict[str, Any]]:
     with atomic_writer(os.path.join(paths.report, "report.md")) as f:
         f.write(render_markdown(config, rows, read_machines(paths), runs, rescored))
     if rows:
-        compare.plot(rows, os.path.join(paths.report, "privacy_utility.png"), config.title)
+        compare_plot.plot(rows, os.path.join(paths.report, "privacy_utility.png"), config.title)
         _write_runs_yaml(config, paths)
     return rows
 

@@ -275,17 +275,6 @@ def test_cli(runs):
     assert again.returncode == 2 and again.stderr.startswith("error:")
 
 
-def test_frontier_keeps_only_undominated_points():
-    from nmtfrag.audit.compare import frontier
-
-    pts = [(8, 20.0), (1, 15.0), (4, 14.0), (4, 18.0), (2, 15.0), (16, 19.0)]
-    assert frontier(pts) == [(1, 15.0), (4, 18.0), (8, 20.0)]
-    # brute force: a point is on it iff no other has ε ≤ and BLEU ≥, one strictly
-    brute = sorted(p for p in set(pts) if not any(
-        q != p and q[0] <= p[0] and q[1] >= p[1] for q in pts))
-    assert frontier(pts) == brute
-
-
 def test_reconstruction_figures_are_the_strongest_mode(tmp_path):
     """With --mode both the report's top-level scores are the conservative floor; the
     comparison must show, per figure, the mode that rebuilt more (never understate)."""

@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.text import Annotation  # noqa: E402
 
-from nmtfrag.audit import compare  # noqa: E402
+from nmtfrag.audit import compare_plot  # noqa: E402
 
 
 def _rec(pairs, ngrams, max_len):
@@ -63,10 +63,10 @@ NO_LEAKAGE = [_row("baseline", 20.0, eps=0, approach="no fine-tuning"),
 
 
 def _render(rows, tmp_path, monkeypatch):
-    """Draw the figure as `compare.plot` does and return it (kept open)."""
+    """Draw the figure as `compare_plot.plot` does and return it (kept open)."""
     monkeypatch.setattr(plt, "close", lambda *a, **k: None)
     before = set(plt.get_fignums())
-    compare.plot(rows, str(tmp_path / "f.png"), "test")
+    compare_plot.plot(rows, str(tmp_path / "f.png"), "test")
     (num,) = set(plt.get_fignums()) - before
     fig = plt.figure(num)
     fig.canvas.draw()
@@ -157,7 +157,7 @@ def test_a_label_as_near_another_point_as_its_own_gets_a_leader_line():
     than its own: a label placed so must be tied to its point by a line."""
     from matplotlib.transforms import Bbox
 
-    from nmtfrag.audit.compare import nearest_is_own
+    from nmtfrag.audit.compare_plot import nearest_is_own
 
     box = Bbox([[10, 10], [30, 14]])
     assert nearest_is_own(box, [(8, 12), (60, 60)], 0)       # its own point right beside
