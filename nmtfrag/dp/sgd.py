@@ -33,14 +33,14 @@ Why each piece:
 - Secret randomness: Poisson sampling and noise are seeded from the operating system's
   cryptographic source (nmtfrag.randomness); with a known seed the mechanism is
   deterministic and ε means nothing, so `--seed` is an opt-in marked not private.
+The draw of each step's rows and their physical batches: nmtfrag.dp.batches.
 """
 from __future__ import annotations
 
-import functools
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,6 +50,7 @@ import torch
 from ..errors import InputError
 from ..randomness import Seed, resolve_seed
 from . import fairseq_opacus, resume
+from .batches import PublicBatches, physical_batches, poisson_indices, unit_batches
 
 if TYPE_CHECKING:  # fairseq is imported where it runs
     from fairseq.data import LanguagePairDataset
@@ -60,40 +61,6 @@ def to_device(sample: dict, device: torch.device | str) -> dict:
     from fairseq.utils import apply_to_sample
 
     return apply_to_sample(lambda t: t.to(device), sample)
-
-
-def poisson_indices(n: int, q: float, rng: np.random.Generator) -> np.ndarray:
-    """Indices of one Poisson-sampled logical batch (each of n kept with prob. q)."""
-    return np.flatnonzero(rng.random(n) < q)
-
-
-def _bounded_chunks(rows, physical_batch, sizes, max_tokens):
-    """Consecutive chunks of `rows`, each with at most `physical_batch` rows and, when
-    `max_tokens` is set, at most `max_tokens` padded tokens (rows × longest row); a row
-    longer than that alone is a chunk of its own."""
-    chunk, longest = [], 0
-    for i in rows:
-        size = int(sizes[i]) if sizes is not None else 0
-        if chunk and (len(chunk) == physical_batch or (
-                max_tokens and (len(chunk) + 1) * max(longest, size) > max_tokens)):
-            yield chunk
-            chunk, longest = [], 0
-        chunk.append(i)
-        longest = max(longest, size)
-    if chunk:
-        yield chunk
-
-
-def physical_batches(indices: Sequence[int] | np.ndarray, physical_batch: int,
-                     sizes: Sequence[int] | np.ndarray | None = None,
-                     max_tokens: int | None = None) -> list[list[int]]:
-    """Split one logical batch into physical batches (by length, to limit padding), each
-    of at most `physical_batch` pairs and `max_tokens` padded tokens: a few long pairs
-    must not make one forward/backward pass hold 32 × 500 tokens of attention."""
-    idx = list(indices)
-    if sizes is not None:
-        idx.sort(key=lambda i: (sizes[i], i))
-    return list(_bounded_chunks(idx, physical_batch, sizes, max_tokens))
 
 
 def distributed_group() -> tuple[int, int]:
@@ -120,22 +87,6 @@ def shared_generators(seed: Seed) -> tuple[np.random.Generator, torch.Generator]
             dist.broadcast(draws, src=0)
         a, b = int(draws[0]), int(draws[1])
     return np.random.default_rng(a), torch.Generator().manual_seed(b)
-
-
-def unit_batches(picked: Iterable[int], units: Sequence[Sequence[int]],
-                 physical_batch: int,
-                 sizes: Sequence[int] | np.ndarray, max_tokens: int | None = None
-                 ) -> Iterator[tuple[list[int], dict[int, int]]]:
-    """Physical batches over the rows of the picked units, each unit's rows contiguous
-    (so a unit is complete once a later unit starts), bounded as `physical_batches`:
-    yields (rows, {row: unit})."""
-    rows, unit_of = [], {}
-    for u in picked:
-        for i in sorted(units[u], key=lambda i: (sizes[i], i)):
-            rows.append(i)
-            unit_of[i] = int(u)
-    for chunk in _bounded_chunks(rows, physical_batch, sizes, max_tokens):
-        yield chunk, unit_of
 
 
 # Relative margin of the clipping factor: a unit with norm N is scaled by
@@ -568,40 +519,6 @@ def train_dp(model: torch.nn.Module, dataset: LanguagePairDataset, *, steps: int
         raise
     dp.gsm.disable_hooks()
     return records, [tuple(h) for h in history], dp
-
-
-@functools.lru_cache(maxsize=4)
-def _permutation(n: int, seed: int) -> np.ndarray:
-    """The fixed order a run's public pairs are cycled in (made once per run)."""
-    return np.random.default_rng(seed).permutation(n)
-
-
-@dataclass(frozen=True)
-class PublicBatches:
-    """Public pairs for every logical batch of a DP-SGD run: `batch` rows of `dataset` per
-    step, each weighted `weight` against a private pair. Step t's rows are a function of
-    t and `seed` alone (a fixed permutation, cycled), so a resumed run takes the same ones
-    and nothing about them needs saving; the seed is public (public text only)."""
-    dataset: LanguagePairDataset
-    batch: int
-    weight: float
-    seed: int = 1
-
-    def __post_init__(self) -> None:
-        if self.batch < 1 or not self.weight > 0:
-            raise InputError(f"public pairs per step must be ≥ 1 and their weight > 0, got "
-                             f"{self.batch} and {self.weight}")
-
-    @property
-    def sizes(self) -> np.ndarray:
-        ds = self.dataset
-        return ds.src_sizes + (ds.tgt_sizes if ds.tgt_sizes is not None else 0)
-
-    def rows_of_step(self, t: int) -> list[int]:
-        n = len(self.dataset)
-        order = _permutation(n, self.seed)
-        start = (t * self.batch) % n
-        return [int(order[(start + k) % n]) for k in range(min(self.batch, n))]
 
 
 @dataclass(frozen=True)

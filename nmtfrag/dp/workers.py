@@ -112,7 +112,7 @@ def train(job: FineTuneJob, config: DPConfig, plan: NoisePlan, setup: ModelSetup
     """DP-SGD (nmtfrag.dp.sgd.train_dp) with the planned noise, in one process or
     `job.world_size`; its per-step log goes to OUT/owner/train.log. `public_ds`: the
     public pairs every logical batch takes `config.public_batch` of."""
-    from .sgd import PublicBatches
+    from .batches import PublicBatches
 
     ls = job.label_smoothing
     log = StepLog(owner_path(out, "train.log"), plan.steps, max(1, job.log_interval or 50),

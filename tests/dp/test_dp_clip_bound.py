@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from nmtfrag.dp import sgd
+from nmtfrag.dp import batches, sgd
 from test_dp_ghost import _model
 from test_dp_sgd import tiny  # noqa: F401 (fixture)
 
@@ -33,7 +33,7 @@ def _sum_of_rows(dp, ds, rows):
 
 def _sum_of_units(dp, ds, units, picked):
     sizes = ds.src_sizes + ds.tgt_sizes
-    for rows, unit_of in sgd.unit_batches(picked, units, 3, sizes):
+    for rows, unit_of in batches.unit_batches(picked, units, 3, sizes):
         dp.accumulate(ds.collater([ds[i] for i in rows]), unit_of)
         dp.close_units(keep=unit_of[rows[-1]])
     return dp.take_clipped_sum()

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from nmtfrag.cli import main
-from nmtfrag.dp.sgd import PublicBatches
+from nmtfrag.dp.batches import PublicBatches
 from nmtfrag.errors import InputError
 from nmtfrag.fileio import sha256_file
 from nmtfrag.model_dir import load_state

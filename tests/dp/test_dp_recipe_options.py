@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from nmtfrag.dp import sgd
+from nmtfrag.dp import batches, sgd
 from nmtfrag.dp.clipping import NORMALIZE_GAMMA
 from nmtfrag.dp.engine import DPConfig
 from nmtfrag.errors import InputError
@@ -58,7 +58,7 @@ def test_normalised_document_gradient(tiny):
     dp = sgd.DPSGD(model, opt, max_grad_norm=C, noise_multiplier=1.0,
                    expected_batch_size=2, label_smoothing=0.1, clip_mode="normalize")
     sizes = ds.src_sizes + ds.tgt_sizes
-    for rows, unit_of in sgd.unit_batches([0, 1], units, 2, sizes):
+    for rows, unit_of in batches.unit_batches([0, 1], units, 2, sizes):
         dp.accumulate(ds.collater([ds[i] for i in rows]), unit_of)
         dp.close_units(keep=unit_of[rows[-1]])
     dp.close_units()

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from nmtfrag.dp import fairseq_opacus, sgd
+from nmtfrag.dp import batches, fairseq_opacus, sgd
 
 torch.set_num_threads(1)
 
@@ -199,19 +199,19 @@ def test_unsupported_layer_refused():
 def test_poisson_sampler_rate():
     import numpy as np
     rng = np.random.default_rng(0)
-    sizes = [len(sgd.poisson_indices(1000, 0.05, rng)) for _ in range(400)]
+    sizes = [len(batches.poisson_indices(1000, 0.05, rng)) for _ in range(400)]
     assert abs(np.mean(sizes) - 50) < 4 * math.sqrt(50 * 0.95 / 400)
-    assert sgd.physical_batches([5, 1, 3], 2, sizes={1: 3, 3: 1, 5: 2}) == [[3, 5], [1]]
+    assert batches.physical_batches([5, 1, 3], 2, sizes={1: 3, 3: 1, 5: 2}) == [[3, 5], [1]]
 
 
 def test_physical_batches_are_bounded_by_padded_tokens():
     sizes = {0: 10, 1: 10, 2: 12, 3: 30, 4: 100, 5: 11}
-    got = sgd.physical_batches(range(6), 4, sizes, max_tokens=40)
+    got = batches.physical_batches(range(6), 4, sizes, max_tokens=40)
     assert sorted(i for b in got for i in b) == list(range(6))  # nothing lost or repeated
     assert got == [[0, 1, 5], [2], [3], [4]]  # 3×11 ≤ 40 < 4×12; 100 alone
     for batch in got:
         assert len(batch) == 1 or len(batch) * max(sizes[i] for i in batch) <= 40
-    assert sgd.physical_batches(range(6), 4, sizes) == [[0, 1, 5, 2], [3, 4]]
+    assert batches.physical_batches(range(6), 4, sizes) == [[0, 1, 5, 2], [3, 4]]
 
 
 @pytest.fixture(scope="module")

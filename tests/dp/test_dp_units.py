@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from nmtfrag.dp import sgd
+from nmtfrag.dp.batches import unit_batches
 from nmtfrag.dp.engine import DPConfig, FineTuneJob, dp_finetune, units_of_rows
 from nmtfrag.errors import InputError
 from nmtfrag.train.trainable import TrainableSet
@@ -29,7 +30,7 @@ def test_document_gradient_is_the_clipped_sum_of_its_pairs(tiny, physical, max_t
     dp = sgd.DPSGD(model, opt, max_grad_norm=C, noise_multiplier=1.0,
                    expected_batch_size=4, label_smoothing=0.1)
     sizes = ds.src_sizes + ds.tgt_sizes
-    batches = list(sgd.unit_batches([0, 1, 2, 3], units, physical, sizes, max_tokens))
+    batches = list(unit_batches([0, 1, 2, 3], units, physical, sizes, max_tokens))
     if physical == 3:  # documents do span physical batches here
         assert any(len({uo[r] for r in rows}) > 1 for rows, uo in batches)
     if max_tokens:  # the token bound splits what 16 rows would allow, documents too
