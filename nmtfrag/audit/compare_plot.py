@@ -93,7 +93,11 @@ def plot(rows: Sequence[dict], path: str, title: str) -> None:
     if not panels:  # nothing measured leaks: the runs side by side
         panels = [("run (no leakage measured: no release audited, no model audited)",
                    {n: (float(i), True) for i, n in enumerate(by_name)})]
-    colours = {r["name"]: f"C{i % 10}" for i, r in enumerate(rows)}
+    # colours for the runs drawn, in row order: a control or a run without a point takes
+    # none, so up to ten drawn runs never share one (two points of one colour read as one run)
+    drawn = [r["name"] for r in rows
+             if r["name"] in yv and any(r["name"] in pts for _, pts in panels)]
+    colours = {n: f"C{i % 10}" for i, n in enumerate(drawn)}
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 0.6, 5.2),
                              squeeze=False)
     axes = axes[0]

@@ -140,6 +140,20 @@ def test_nothing_hides_anything(rows, tmp_path, monkeypatch):
     plt.close(fig)
 
 
+def test_drawn_runs_have_colours_of_their_own(tmp_path, monkeypatch):
+    """Controls (a BLEU, nothing audited) are in the rows but not in the figure: they must
+    not use up the ten colours, or two drawn runs share one (GNOME's keep-gain figure drew
+    dp-composed-8 in len4-tag-pub's green)."""
+    controls = [_row(f"public-ctl-{k}", 19.0) for k in range(5)]
+    rows = FULL[:3] + controls + FULL[3:]  # 13 rows, 8 drawn
+    fig = _render(rows, tmp_path, monkeypatch)
+    for ax in fig.axes:
+        colours = [tuple(coll.get_edgecolor()[0]) for coll in ax.collections
+                   if isinstance(coll, PathCollection) and len(coll.get_offsets())]
+        assert len(colours) > 3 and len(set(colours)) == len(colours), ax.get_xlabel()
+    plt.close(fig)
+
+
 def test_an_older_membership_audit_is_marked_on_its_panel_only(tmp_path, monkeypatch):
     fig = _render(OLD_RULE, tmp_path, monkeypatch)
     by_panel = {ax.get_xlabel(): {t.get_text() for t in ax.texts} for ax in fig.axes}
