@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # matplotlib is imported only to draw
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 LabelledPoint = tuple[float, float, float | None, float | None, str]  # x, y, low, high, label
+RUN_COLOURS = tuple(f"C{i}" for i in range(10) if i != 7)  # matplotlib's cycle less its grey
 
 
 def leakage_panels(rows: Sequence[dict]
@@ -94,10 +95,11 @@ def plot(rows: Sequence[dict], path: str, title: str) -> None:
         panels = [("run (no leakage measured: no release audited, no model audited)",
                    {n: (float(i), True) for i, n in enumerate(by_name)})]
     # colours for the runs drawn, in row order: a control or a run without a point takes
-    # none, so up to ten drawn runs never share one (two points of one colour read as one run)
+    # none, so up to nine drawn runs never share one (two points of one colour read as one
+    # run); the default cycle's grey (C7) is left out, the legend's markers are grey
     drawn = [r["name"] for r in rows
              if r["name"] in yv and any(r["name"] in pts for _, pts in panels)]
-    colours = {n: f"C{i % 10}" for i, n in enumerate(drawn)}
+    colours = {n: RUN_COLOURS[i % len(RUN_COLOURS)] for i, n in enumerate(drawn)}
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 0.6, 5.2),
                              squeeze=False)
     axes = axes[0]

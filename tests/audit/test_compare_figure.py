@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
+from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.text import Annotation  # noqa: E402
 
 from nmtfrag.audit import compare_plot  # noqa: E402
@@ -151,6 +152,7 @@ def test_drawn_runs_have_colours_of_their_own(tmp_path, monkeypatch):
         colours = [tuple(coll.get_edgecolor()[0]) for coll in ax.collections
                    if isinstance(coll, PathCollection) and len(coll.get_offsets())]
         assert len(colours) > 3 and len(set(colours)) == len(colours), ax.get_xlabel()
+        assert to_rgba("C7") not in colours  # the cycle's grey: the legend's markers look so
     plt.close(fig)
 
 
