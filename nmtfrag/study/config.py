@@ -189,6 +189,9 @@ class StudyConfig:
 
     # the ${VAR}s its paths used, with the values they took (nmtfrag.study.variables)
     variables: tuple[tuple[str, str], ...] = ()
+    # pairs of cells (A, B) whose difference the owner's pick rests on: the report tests
+    # A − B with run-to-run variance (nmtfrag.study.runs_section); a report-only key
+    comparisons: tuple[tuple[str, str], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -196,7 +199,7 @@ class StudyConfig:
 
 # --------------------------------------------------------------------------- reading
 _TOP = {"title", "seed", "model", "data", "decode", "training", "audit", "machine", "cell",
-        "reference"}
+        "reference", "compare"}
 _MODEL_KEYS = {"dir", "checkpoint", "owner_data"}
 _EVERY_CELL_KEYS = {"name", "approach", "runs"}  # a cell's keys whatever its approach
 _PUBLIC_KEYS = {"public_share", "public_min_words"}
@@ -311,13 +314,14 @@ def parse_config(raw: dict[str, Any], path: str,
     if reference and not any(c.name == reference and c.approach == "sentences"
                              for c in cells):
         raise w.error("reference", f"the name of a sentences cell, got {reference!r}")
+    comparisons = _comparisons(w, raw.get("compare", []), cells)
     return StudyConfig(path=path, title=_typed(w, "title", raw.get("title", "study"), "str"),
                        seed=seed, model=model_dir, checkpoint=checkpoint, data=data,
                        decode=decode, training=training, audit=audit, machine=machine,
                        cells=cells, reference=reference,
                        model_on_owner_data=_typed(w, "[model] owner_data",
                                                   model.get("owner_data", False), "bool"),
-                       variables=tuple(sorted(w.used.items())))
+                       variables=tuple(sorted(w.used.items())), comparisons=comparisons)
 
 
 RUN_MARK = ".r"  # run k > 1 of cell NAME is the cell NAME.rK
@@ -332,6 +336,29 @@ def base_name(name: str) -> str:
     """The cell a run belongs to: "sent" for "sent.r3" (and for "sent")."""
     head, sep, tail = name.rpartition(RUN_MARK)
     return head if sep and tail.isdigit() and int(tail) > 1 else name
+
+
+def _comparisons(w: _Where, raw: Any, cells: tuple[Cell, ...]) -> tuple[tuple[str, str], ...]:
+    """`compare = [["A", "B"], …]`: each pair two different cells of this config (their
+    names, not a run's NAME.rK: a comparison is of a cell's runs together)."""
+    names = {BASELINE} | {c.name for c in cells if base_name(c.name) == c.name}
+    if not isinstance(raw, list):
+        raise w.error("compare", f"expected a list of [A, B] pairs, got {raw!r}")
+    pairs = []
+    for pair in raw:
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(isinstance(n, str) for n in pair)):
+            raise w.error("compare", f"each entry is [A, B], two cell names; got {pair!r}")
+        for n in pair:
+            if n not in names:
+                raise w.error("compare", f"{n!r} is not a cell of this config (a "
+                              "comparison names cells, not runs: NAME, not NAME.r2)")
+        if pair[0] == pair[1]:
+            raise w.error("compare", f"a cell compared with itself: {pair!r}")
+        if tuple(pair) in pairs:
+            raise w.error("compare", f"{pair!r} given twice")
+        pairs.append((pair[0], pair[1]))
+    return tuple(pairs)
 
 
 def _runs(w: _Where, cell: Cell, raw: dict) -> list[Cell]:

@@ -1,5 +1,7 @@
-"""A study's cells over their runs: mean ± sd of each figure, and the comparisons the
-owner's pick rests on tested with run-to-run variance (nmtfrag.study.run_aware).
+"""A study's cells over their runs: mean ± sd of each figure (the audits' headline figures
+among them), and the comparisons the owner's pick rests on (the config's `compare` pairs,
+and each cell against the baseline and the full-sentence cell) tested with run-to-run
+variance (nmtfrag.study.run_aware).
 
 Why: one training run per cell cannot carry "A beats B" when two runs with the same
 settings differ by more than the test-line bootstrap's interval. Runs of a cell are cells
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 import os
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import run_aware
@@ -39,6 +41,29 @@ def _fmt(ms: tuple[float, float | None] | None, fmt: str = "{:.2f}") -> str:
     return fmt.format(mean) + ("" if sd is None else " ± " + fmt.format(sd))
 
 
+def _exposure_at(row: dict, repeats: str) -> float | None:
+    return ((row.get("exposure") or {}).get(repeats) or {}).get("exposure_mean")
+
+
+def _leak_figures(rs: Sequence[dict]) -> str:
+    """The audits' headline figures over a cell's runs: pairs rebuilt from its release,
+    canary exposure at each planted repeat count (bits), membership AUC."""
+    parts = []
+    rebuilt = _mean_sd([(r.get("reconstruction") or {}).get("pairs_rebuilt_share")
+                        for r in rs])
+    if rebuilt is not None:
+        parts.append(f"pairs rebuilt {_fmt(rebuilt, '{:.2%}')}")
+    planted = sorted({k for r in rs for k in (r.get("exposure") or {}) if k != "0"}, key=int)
+    if planted:
+        parts.append("exposure " + " / ".join(
+            _fmt(_mean_sd([_exposure_at(r, k) for r in rs])) for k in planted)
+            + f" bits (r = {', '.join(planted)})")
+    auc = _mean_sd([(r.get("membership") or {}).get("auc") for r in rs])
+    if auc is not None:
+        parts.append(f"MI AUC {_fmt(auc, '{:.3f}')}")
+    return "; ".join(parts) or "–"
+
+
 def reference_lines(config: StudyConfig) -> list[str]:
     from ..data.bpe import moses_detokenize
     from ..translate.evaluate import read_lines
@@ -52,8 +77,9 @@ def reference_lines(config: StudyConfig) -> list[str]:
 
 
 def comparisons(config: StudyConfig, out: str, rows: Sequence[dict]) -> dict[str, Any]:
-    """Run-aware differences against the baseline and the full-sentence cell, and the
-    share of the gain, per cell and metric; {} when no cell has two runs yet."""
+    """Run-aware differences against the baseline and the full-sentence cell, the
+    share of the gain, per cell and metric, and the config's `compare` pairs (A − B); {}
+    when no cell has two runs yet."""
     by = groups(rows)
     if not any(len(v) > 1 for v in by.values()) or BASELINE not in by:
         return {}
@@ -63,7 +89,8 @@ def comparisons(config: StudyConfig, out: str, rows: Sequence[dict]) -> dict[str
     hyps = {g: [read_lines(os.path.join(paths.step(r["name"], EVALUATE), "hyp.txt"))
                 for r in rs] for g, rs in by.items()}
     full = config.full_sentence_cell
-    result: dict[str, Any] = {"method": run_aware.METHOD, "cells": {}}
+    result: dict[str, Any] = {"method": run_aware.METHOD, "cells": {},
+                              "pairs": _pairs(config, hyps)}
     for metric, (stats_of, score) in run_aware.METRICS.items():
         systems = {g: run_aware.System([stats_of(h, refs) for h in hs])
                    for g, hs in hyps.items()}
@@ -82,7 +109,24 @@ def comparisons(config: StudyConfig, out: str, rows: Sequence[dict]) -> dict[str
                 s = run_aware.share(reps, means, g, BASELINE, full)
                 fig["share"] = s.__dict__ if s is not None else None
             cell[metric] = fig
+        for pair in result["pairs"]:
+            if "why" not in pair:
+                pair[metric] = run_aware.difference(reps, means, pair["a"], pair["b"]).__dict__
     return result
+
+
+def _pairs(config: StudyConfig, hyps: dict[str, list]) -> list[dict[str, Any]]:
+    """The config's `compare` pairs, each with its runs, or why it cannot be tested yet."""
+    out = []
+    for a, b in config.comparisons:
+        pair: dict[str, Any] = {"a": a, "b": b}
+        missing = [n for n in (a, b) if n not in hyps]
+        if missing:
+            pair["why"] = f"{' and '.join(missing)} not evaluated yet"
+        else:
+            pair["runs"] = [len(hyps[a]), len(hyps[b])]
+        out.append(pair)
+    return out
 
 
 def render(rows: Sequence[dict], comp: dict[str, Any], full: str | None) -> list[str]:
@@ -94,15 +138,20 @@ def render(rows: Sequence[dict], comp: dict[str, Any], full: str | None) -> list
         return []
     full = full or "the full-sentence cell"
     lines = ["## Runs", "",
-             f"| cell | runs | BLEU | chrF | len ratio | share of full gain (run 1 of {full}) |",
-             "|---|---:|---:|---:|---:|---:|"]
+             f"| cell | runs | BLEU | chrF | len ratio | share of full gain (run 1 of {full}) "
+             "| what leaks |",
+             "|---|---:|---:|---:|---:|---:|---|"]
     for g, rs in multi.items():
         lines.append(f"| {g} | {len(rs)} | {_fmt(_mean_sd([r.get('bleu') for r in rs]))} | "
                      f"{_fmt(_mean_sd([r.get('chrf') for r in rs]), '{:.1f}')} | "
                      f"{_fmt(_mean_sd([r.get('length_ratio') for r in rs]), '{:.3f}')} | "
-                     f"{_fmt(_mean_sd([r.get('share_of_gain') for r in rs]), '{:.0%}')} |")
+                     f"{_fmt(_mean_sd([r.get('share_of_gain') for r in rs]), '{:.0%}')} | "
+                     f"{_leak_figures(rs)} |")
     lines += ["", "Mean ± sample standard deviation over the cell's runs (NAME, NAME.r2, …: "
-              "each a new training seed, a new release draw and new DP noise).", ""]
+              "each a new training seed, a new release draw and new DP noise). What leaks: "
+              "the audits' headline figures (the share of the owner's pairs the "
+              "reconstruction attack rebuilt from the release; mean canary exposure at each "
+              "planted repeat count; membership-inference AUC), over the runs audited.", ""]
     if not comp:
         return lines
     lines += ["### Differences that include run-to-run variance", "",
@@ -133,5 +182,36 @@ def render(rows: Sequence[dict], comp: dict[str, Any], full: str | None) -> list
               "noise. Checked on simulated studies (tests/study/test_run_aware.py): the "
               "interval covered the truth in 99.5% of 200 (conservative) and called a "
               "difference where there was none in 2%.", ""]
+    lines += _render_pairs(comp.get("pairs") or [], diff)
+    return lines
+
+
+def _render_pairs(pairs: Sequence[dict], diff: Callable[[dict | None], str]) -> list[str]:
+    """The config's `compare` pairs: A − B in each metric, and whether it holds across
+    runs (the same run-aware test) or is within run-to-run noise."""
+    if not pairs:
+        return []
+    lines = ["### The comparisons the owner's pick rests on", "",
+             "| A − B | runs | BLEU [95%] | BLEU/BP [95%] | chrF [95%] | across runs |",
+             "|---|---:|---|---|---|---|"]
+    for p in pairs:
+        name = f"{p['a']} − {p['b']}"
+        if "why" in p:
+            lines.append(f"| {name} | – | – | – | – | not tested: {p['why']} |")
+            continue
+        figs = {m: p.get(m) for m in run_aware.METRICS}
+        ahead: dict[str, list[str]] = {}
+        for m, f in figs.items():
+            if f and f["p_value"] is not None and f["p_value"] < 0.05:
+                ahead.setdefault(p["a"] if f["estimate"] > 0 else p["b"], []).append(m)
+        verdict = ("holds: " + "; ".join(f"{c} ahead in {', '.join(ms)}"
+                                          for c, ms in ahead.items())
+                   if ahead else "within run-to-run noise")
+        lines.append(f"| {name} | {p['runs'][0]} / {p['runs'][1]} | "
+                     f"{diff(figs['BLEU'])} | {diff(figs['BLEU / BP'])} | "
+                     f"{diff(figs['chrF'])} | {verdict} |")
+    lines += ["", "Each pair is one of the config's `compare` entries, tested as above (runs "
+              "and test lines together); a metric is named under \"holds\" only where its "
+              "difference is called at p < 0.05, with the cell it favours.", ""]
     return lines
 

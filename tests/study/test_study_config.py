@@ -72,6 +72,21 @@ def test_a_good_config_parses_with_defaults(ws):
     assert c.data.train == str(ws / "data" / "train") and c.full_sentence_cell == "sent"
 
 
+def test_compare_names_cells_not_their_runs(ws):
+    """`compare` pairs are cells, each tested over all its runs: a run's own name
+    (NAME.r2) is refused, the pairs keep their order (A − B is reported)."""
+    runs = GOOD.replace("tags = true", "tags = true\nruns = 2", 1)
+    c = read_config(write(ws, 'compare = [["len4-tag", "dp8"], ["baseline", "sent"]]\n'
+                          + runs))
+    assert c.comparisons == (("len4-tag", "dp8"), ("baseline", "sent"))
+    assert "len4-tag.r2" in [x.name for x in c.cells]
+    with pytest.raises(InputError, match=r"compare: 'len4-tag.r2' is not a cell .*NAME.r2"):
+        read_config(write(ws, 'compare = [["len4-tag.r2", "dp8"]]\n' + runs))
+    with pytest.raises(InputError, match="given twice"):
+        read_config(write(ws, 'compare = [["sent", "dp8"], ["sent", "dp8"]]\n' + runs))
+    assert read_config(write(ws, GOOD)).comparisons == ()
+
+
 # (the edit to GOOD, the key the error line must name)
 BAD = [
     ("[model]\ndir", "[model]\ndirectory", "[model] directory: unknown key"),
@@ -99,6 +114,12 @@ BAD = [
     ('dir = "{d}/model"', 'dir = "${NMTFRAG_TEST_UNSET}/model"', "${NMTFRAG_TEST_UNSET}"),
     ('title = "t"', 'title = "t', "not valid TOML"),
     ('title = "t"', 'title = "t"\n[machine]\ndecode_device = "gpu"', "decode_device"),
+    ('title = "t"', 'title = "t"\ncompare = [["sent", "nope"]]',
+     "compare: 'nope' is not a cell"),
+    ('title = "t"', 'title = "t"\ncompare = [["sent", "sent"]]',
+     "compare: a cell compared with itself"),
+    ('title = "t"', 'title = "t"\ncompare = [["sent"]]', "compare: each entry is [A, B]"),
+    ('title = "t"', 'title = "t"\ncompare = "sent"', "compare: expected a list"),
 ]
 
 

@@ -12,6 +12,7 @@ from tinymodel import write_domain
 CONFIG = """
 title = "toy runs"
 seed = 3
+compare = [["len4-tag", "dp8"], ["sent", "len4-tag"], ["len4-tag", "absent"]]
 [model]
 dir = "{model}"
 [data]
@@ -50,7 +51,15 @@ delta = 1e-3
 seeded = true
 runs = 2
 options = ["--dp-steps", "2", "--allow-few-units"]
+[[cell]]
+name = "absent"
+approach = "sentences"
 """
+
+
+# "absent" is never run: a comparison with a cell not evaluated says so
+CELLS = [a for c in ("sent", "sent.r2", "len4-tag", "len4-tag.r2", "dp8", "dp8.r2")
+         for a in ("--cell", c)]
 
 
 def _run(root, model, name):
@@ -58,7 +67,7 @@ def _run(root, model, name):
     config = root / f"{name}.toml"
     config.write_text(CONFIG.format(model=model, data=data), encoding="utf-8")
     out = root / name
-    proc = _study("run", str(config), "--out", str(out))
+    proc = _study("run", str(config), "--out", str(out), *CELLS)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
@@ -102,6 +111,63 @@ def test_the_report_puts_runs_together_and_tests_across_them(studies):
     assert fig["vs_baseline"]["low"] <= fig["vs_baseline"]["estimate"] <= \
         fig["vs_baseline"]["high"]
     assert "runs and lines" in report["runs"]["method"]
+
+
+def test_the_configs_comparisons_are_tested_across_both_cells_runs(studies):
+    """A − B of a `compare` pair is the difference of the two cells' run means, inside
+    its interval, in every metric; a pair with a cell not evaluated says why."""
+    a, _ = studies
+    report = json.loads((a / "report" / "report.json").read_text())
+    bleu = {}
+    for r in report["rows"]:
+        bleu.setdefault(r["name"].split(".r")[0], []).append(r["bleu"])
+    first, second, absent = report["runs"]["pairs"]
+    assert (first["a"], first["b"], first["runs"]) == ("len4-tag", "dp8", [2, 2])
+    mean = {k: sum(v) / len(v) for k, v in bleu.items()}
+    assert first["BLEU"]["estimate"] == pytest.approx(mean["len4-tag"] - mean["dp8"],
+                                                      abs=0.01)
+    assert second["BLEU"]["estimate"] == pytest.approx(mean["sent"] - mean["len4-tag"],
+                                                       abs=0.01)
+    for pair in (first, second):
+        for metric in ("BLEU", "BLEU / BP", "chrF"):
+            fig = pair[metric]
+            assert fig["low"] <= fig["estimate"] <= fig["high"] and 0 <= fig["p_value"] <= 1
+    assert absent == {"a": "len4-tag", "b": "absent", "why": "absent not evaluated yet"}
+    md = (a / "report" / "report.md").read_text()
+    assert "### The comparisons the owner's pick rests on" in md
+    assert "| len4-tag − absent | – | – | – | – | not tested: absent not evaluated yet |" in md
+
+
+def _fig(estimate, p, half=1.0):
+    return {"estimate": estimate, "low": estimate - half, "high": estimate + half,
+            "p_value": p}
+
+
+def test_a_comparison_is_called_only_in_the_metrics_that_hold_across_runs():
+    from nmtfrag.study import runs_section
+    rows = [{"name": n, "bleu": 20.0} for n in ("a", "a.r2", "b", "b.r2")]
+    comp = {"method": "m", "cells": {}, "pairs": [
+        {"a": "a", "b": "b", "runs": [2, 2], "BLEU": _fig(1.5, 0.01),
+         "BLEU / BP": _fig(0.2, 0.6), "chrF": _fig(-0.9, 0.03, half=0.8)},
+        {"a": "b", "b": "a", "runs": [2, 2], "BLEU": _fig(-1.5, 0.2),
+         "BLEU / BP": _fig(-0.2, 0.6), "chrF": _fig(0.9, 0.051)}]}
+    md = "\n".join(runs_section.render(rows, comp, "sent"))
+    assert "| a − b | 2 / 2 | +1.50* [+0.50, +2.50] | +0.20 [-0.80, +1.20] | " \
+           "-0.90* [-1.70, -0.10] | holds: a ahead in BLEU; b ahead in chrF |" in md
+    assert md.count("within run-to-run noise |") == 1 and "| b − a |" in md
+
+
+def test_the_runs_table_puts_the_audits_headline_figures_over_runs():
+    from nmtfrag.study import runs_section
+    exp = [{"0": {"exposure_mean": 1.4}, "1": {"exposure_mean": e1},
+            "25": {"exposure_mean": e25}} for e1, e25 in ((2.0, 6.0), (3.0, 8.0))]
+    rows = [{"name": "len4", "bleu": 20.0, "reconstruction": {"pairs_rebuilt_share": 0.02},
+             "exposure": exp[0], "membership": {"auc": 0.60}},
+            {"name": "len4.r2", "bleu": 21.0, "reconstruction": {"pairs_rebuilt_share": 0.04},
+             "exposure": exp[1], "membership": {"auc": 0.62}}]
+    md = "\n".join(runs_section.render(rows, {}, "sent"))
+    assert ("| pairs rebuilt 3.00% ± 1.41%; exposure 2.50 ± 0.71 / 7.00 ± 1.41 bits "
+            "(r = 1, 25); MI AUC 0.610 ± 0.014 |") in md
 
 
 def test_the_runs_table_names_the_reference_its_shares_are_of():
