@@ -191,7 +191,7 @@ class StudyConfig:
     variables: tuple[tuple[str, str], ...] = ()
     # pairs of cells (A, B) whose difference the owner's pick rests on: the report tests
     # A − B with run-to-run variance (nmtfrag.study.runs_section); a report-only key
-    comparisons: tuple[tuple[str, str], ...] = ()
+    compare_pairs: tuple[tuple[str, str], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -314,14 +314,15 @@ def parse_config(raw: dict[str, Any], path: str,
     if reference and not any(c.name == reference and c.approach == "sentences"
                              for c in cells):
         raise w.error("reference", f"the name of a sentences cell, got {reference!r}")
-    comparisons = _comparisons(w, raw.get("compare", []), cells)
+    compare_pairs = _compare_pairs(w, raw.get("compare", []), cells)
     return StudyConfig(path=path, title=_typed(w, "title", raw.get("title", "study"), "str"),
                        seed=seed, model=model_dir, checkpoint=checkpoint, data=data,
                        decode=decode, training=training, audit=audit, machine=machine,
                        cells=cells, reference=reference,
                        model_on_owner_data=_typed(w, "[model] owner_data",
                                                   model.get("owner_data", False), "bool"),
-                       variables=tuple(sorted(w.used.items())), comparisons=comparisons)
+                       variables=tuple(sorted(w.used.items())),
+                       compare_pairs=compare_pairs)
 
 
 RUN_MARK = ".r"  # run k > 1 of cell NAME is the cell NAME.rK
@@ -338,25 +339,30 @@ def base_name(name: str) -> str:
     return head if sep and tail.isdigit() and int(tail) > 1 else name
 
 
-def _comparisons(w: _Where, raw: Any, cells: tuple[Cell, ...]) -> tuple[tuple[str, str], ...]:
-    """`compare = [["A", "B"], …]`: each pair two different cells of this config (their
-    names, not a run's NAME.rK: a comparison is of a cell's runs together)."""
+def _compare_pairs(w: _Where, raw: Any, cells: tuple[Cell, ...]) -> tuple[tuple[str, str], ...]:
+    """`compare = [["A", "B"], …]` (a top-level key): each pair two different cells of
+    this config, by their names (a comparison is of a cell's runs together, so a run's
+    NAME.rK is refused), and no pair twice in either order (B − A is A − B's sign)."""
     names = {BASELINE} | {c.name for c in cells if base_name(c.name) == c.name}
     if not isinstance(raw, list):
         raise w.error("compare", f"expected a list of [A, B] pairs, got {raw!r}")
-    pairs = []
+    pairs: list[tuple[str, str]] = []
     for pair in raw:
         if not (isinstance(pair, list) and len(pair) == 2
                 and all(isinstance(n, str) for n in pair)):
             raise w.error("compare", f"each entry is [A, B], two cell names; got {pair!r}")
         for n in pair:
-            if n not in names:
-                raise w.error("compare", f"{n!r} is not a cell of this config (a "
-                              "comparison names cells, not runs: NAME, not NAME.r2)")
+            if n in names:
+                continue
+            if base_name(n) in names:
+                raise w.error("compare", f"{n!r} is a run, not a cell: name the cell "
+                              f"({base_name(n)!r}); its runs are compared together")
+            raise w.error("compare", f"{n!r} is not a cell of this config (cells: "
+                          f"{', '.join(sorted(names))})")
         if pair[0] == pair[1]:
             raise w.error("compare", f"a cell compared with itself: {pair!r}")
-        if tuple(pair) in pairs:
-            raise w.error("compare", f"{pair!r} given twice")
+        if {pair[0], pair[1]} in [set(p) for p in pairs]:
+            raise w.error("compare", f"{pair!r} given twice (in either order)")
         pairs.append((pair[0], pair[1]))
     return tuple(pairs)
 

@@ -74,17 +74,23 @@ def test_a_good_config_parses_with_defaults(ws):
 
 def test_compare_names_cells_not_their_runs(ws):
     """`compare` pairs are cells, each tested over all its runs: a run's own name
-    (NAME.r2) is refused, the pairs keep their order (A − B is reported)."""
+    (NAME.r2) is refused naming its cell, a pair is refused twice in either order (B − A
+    is A − B with its sign turned), the pairs keep their order (A − B is reported)."""
     runs = GOOD.replace("tags = true", "tags = true\nruns = 2", 1)
     c = read_config(write(ws, 'compare = [["len4-tag", "dp8"], ["baseline", "sent"]]\n'
                           + runs))
-    assert c.comparisons == (("len4-tag", "dp8"), ("baseline", "sent"))
+    assert c.compare_pairs == (("len4-tag", "dp8"), ("baseline", "sent"))
     assert "len4-tag.r2" in [x.name for x in c.cells]
-    with pytest.raises(InputError, match=r"compare: 'len4-tag.r2' is not a cell .*NAME.r2"):
+    with pytest.raises(InputError, match=r"compare: 'len4-tag.r2' is a run, not a cell: "
+                                         r"name the cell \('len4-tag'\)"):
         read_config(write(ws, 'compare = [["len4-tag.r2", "dp8"]]\n' + runs))
-    with pytest.raises(InputError, match="given twice"):
-        read_config(write(ws, 'compare = [["sent", "dp8"], ["sent", "dp8"]]\n' + runs))
-    assert read_config(write(ws, GOOD)).comparisons == ()
+    with pytest.raises(InputError, match=r"'sent4' is not a cell of this config \(cells: "
+                                         r"baseline, dp8, len4-tag, rel8, sent\)"):
+        read_config(write(ws, 'compare = [["sent4", "dp8"]]\n' + runs))
+    for twice in ('[["sent", "dp8"], ["sent", "dp8"]]', '[["sent", "dp8"], ["dp8", "sent"]]'):
+        with pytest.raises(InputError, match=r"given twice \(in either order\)"):
+            read_config(write(ws, f"compare = {twice}\n" + runs))
+    assert read_config(write(ws, GOOD)).compare_pairs == ()
 
 
 # (the edit to GOOD, the key the error line must name)

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from nmtfrag.fileio import sha256_file
+from nmtfrag.study.config import base_name
 from test_study_run import _study
 from tinymodel import write_domain
 
@@ -114,24 +115,27 @@ def test_the_report_puts_runs_together_and_tests_across_them(studies):
 
 
 def test_the_configs_comparisons_are_tested_across_both_cells_runs(studies):
-    """A − B of a `compare` pair is the difference of the two cells' run means, inside
-    its interval, in every metric; a pair with a cell not evaluated says why."""
+    """A − B of a `compare` pair is the difference of the two cells' run means (the same
+    means as each cell's own figures), inside its interval, in every metric; a pair with
+    a cell not evaluated says why."""
     a, _ = studies
     report = json.loads((a / "report" / "report.json").read_text())
-    bleu = {}
-    for r in report["rows"]:
-        bleu.setdefault(r["name"].split(".r")[0], []).append(r["bleu"])
+    cells = report["runs"]["cells"]
     first, second, absent = report["runs"]["pairs"]
     assert (first["a"], first["b"], first["runs"]) == ("len4-tag", "dp8", [2, 2])
-    mean = {k: sum(v) / len(v) for k, v in bleu.items()}
-    assert first["BLEU"]["estimate"] == pytest.approx(mean["len4-tag"] - mean["dp8"],
-                                                      abs=0.01)
-    assert second["BLEU"]["estimate"] == pytest.approx(mean["sent"] - mean["len4-tag"],
-                                                       abs=0.01)
     for pair in (first, second):
         for metric in ("BLEU", "BLEU / BP", "chrF"):
             fig = pair[metric]
+            assert fig["estimate"] == pytest.approx(
+                cells[pair["a"]][metric]["mean"] - cells[pair["b"]][metric]["mean"],
+                abs=1e-9)
             assert fig["low"] <= fig["estimate"] <= fig["high"] and 0 <= fig["p_value"] <= 1
+    # and those means are the rows' BLEU (rounded to 2 decimals by evaluate)
+    rows = {}
+    for r in report["rows"]:
+        rows.setdefault(base_name(r["name"]), []).append(r["bleu"])
+    assert cells["len4-tag"]["BLEU"]["mean"] == pytest.approx(
+        sum(rows["len4-tag"]) / 2, abs=0.006)
     assert absent == {"a": "len4-tag", "b": "absent", "why": "absent not evaluated yet"}
     md = (a / "report" / "report.md").read_text()
     assert "### The comparisons the owner's pick rests on" in md
@@ -145,29 +149,62 @@ def _fig(estimate, p, half=1.0):
 
 def test_a_comparison_is_called_only_in_the_metrics_that_hold_across_runs():
     from nmtfrag.study import runs_section
-    rows = [{"name": n, "bleu": 20.0} for n in ("a", "a.r2", "b", "b.r2")]
+    rows = [{"name": n, "bleu": 20.0} for n in ("a", "a.r2", "b", "b.r2", "c")]
     comp = {"method": "m", "cells": {}, "pairs": [
-        {"a": "a", "b": "b", "runs": [2, 2], "BLEU": _fig(1.5, 0.01),
-         "BLEU / BP": _fig(0.2, 0.6), "chrF": _fig(-0.9, 0.03, half=0.8)},
-        {"a": "b", "b": "a", "runs": [2, 2], "BLEU": _fig(-1.5, 0.2),
-         "BLEU / BP": _fig(-0.2, 0.6), "chrF": _fig(0.9, 0.051)}]}
+        {"a": "a", "b": "b", "runs": [2, 2], "runs_configured": [2, 2],
+         "BLEU": _fig(1.5, 0.01), "BLEU / BP": _fig(0.2, 0.6),
+         "chrF": _fig(-0.9, 0.03, half=0.8)},
+        {"a": "b", "b": "a", "runs": [2, 2], "runs_configured": [2, 2],
+         "BLEU": _fig(-1.5, 0.2), "BLEU / BP": _fig(-0.2, 0.6), "chrF": _fig(0.9, 0.051)},
+        {"a": "a", "b": "c", "runs": [2, 1], "runs_configured": [2, 3],
+         "BLEU": _fig(2.0, 0.001, half=0.5), "BLEU / BP": _fig(1.0, 0.04, half=0.9),
+         "chrF": _fig(1.2, 0.002, half=0.5)}]}
     md = "\n".join(runs_section.render(rows, comp, "sent"))
     assert "| a − b | 2 / 2 | +1.50* [+0.50, +2.50] | +0.20 [-0.80, +1.20] | " \
-           "-0.90* [-1.70, -0.10] | holds: a ahead in BLEU; b ahead in chrF |" in md
-    assert md.count("within run-to-run noise |") == 1 and "| b − a |" in md
+           "-0.90* [-1.70, -0.10] | mixed: a ahead in BLEU; b ahead in chrF |" in md
+    assert "| b − a | 2 / 2 |" in md and md.count("| within run-to-run noise |") == 1
+    assert "| a − c | 2 / 1 of 3 |" in md and "| holds: a ahead in BLEU, BLEU/BP, chrF |" in md
+
+
+def test_configured_comparisons_say_why_they_are_not_tested_before_a_second_run():
+    """Before any cell has two evaluated runs there is no run-to-run spread: the pairs
+    are listed, each saying why, not left out."""
+    from types import SimpleNamespace
+
+    from nmtfrag.study import runs_section
+    # what comparisons() reads of a config before it can test: its pairs and cells
+    config = SimpleNamespace(compare_pairs=(("a", "b"), ("a", "z")),
+                             cells=[SimpleNamespace(name=n) for n in "abz"])
+    rows = [{"name": n, "bleu": 20.0} for n in ("baseline", "a", "b")]
+    comp = runs_section.comparisons(config, "unused", rows)
+    assert comp == {"pairs": [
+        {"a": "a", "b": "b", "runs": [1, 1], "runs_configured": [1, 1],
+         "why": "no cell has two evaluated runs yet (no run-to-run spread to test with)"},
+        {"a": "a", "b": "z", "why": "z not evaluated yet"}]}
+    md = "\n".join(runs_section.render(rows, comp, "sent"))
+    assert md.startswith("## Runs") and "| a − b | – | – | – | – | not tested: no cell " in md
+    assert runs_section.comparisons(config, "unused", rows[1:])["pairs"][0]["why"] == \
+        "the baseline is not evaluated yet"
 
 
 def test_the_runs_table_puts_the_audits_headline_figures_over_runs():
     from nmtfrag.study import runs_section
-    exp = [{"0": {"exposure_mean": 1.4}, "1": {"exposure_mean": e1},
-            "25": {"exposure_mean": e25}} for e1, e25 in ((2.0, 6.0), (3.0, 8.0))]
+    exp = [{"0": {"exposure_mean": 1.4}, "25": {"exposure_mean": e25},
+            "100": {"exposure_mean": e100}} for e25, e100 in ((2.0, 6.0), (3.0, 8.0))]
     rows = [{"name": "len4", "bleu": 20.0, "reconstruction": {"pairs_rebuilt_share": 0.02},
              "exposure": exp[0], "membership": {"auc": 0.60}},
             {"name": "len4.r2", "bleu": 21.0, "reconstruction": {"pairs_rebuilt_share": 0.04},
-             "exposure": exp[1], "membership": {"auc": 0.62}}]
+             "exposure": exp[1], "membership": {"auc": 0.62}},
+            {"name": "len4.r3", "bleu": 21.0, "reconstruction": {"pairs_rebuilt_share": 0.03}}]
     md = "\n".join(runs_section.render(rows, {}, "sent"))
-    assert ("| pairs rebuilt 3.00% ± 1.41%; exposure 2.50 ± 0.71 / 7.00 ± 1.41 bits "
-            "(r = 1, 25); MI AUC 0.610 ± 0.014 |") in md
+    assert ("| pairs rebuilt 3.00% ± 1.00%; exposure at r = 25 (bits): 2.50 ± 0.71 (2 of 3 "
+            "runs); exposure at r = 100 (bits): 7.00 ± 1.41 (2 of 3 runs); MI AUC 0.610 ± "
+            "0.014 (2 of 3 runs) |") in md
+    rows[0]["membership"]["members_left_out"] = False  # audited under the old rule
+    assert "MI AUC 0.610 ± 0.014 (2 of 3 runs)‡ |" in "\n".join(
+        runs_section.render(rows, {}, "sent"))
+    assert "| – |" in "\n".join(runs_section.render(
+        [{"name": "x", "bleu": 1.0}, {"name": "x.r2", "bleu": 2.0}], {}, "sent"))
 
 
 def test_the_runs_table_names_the_reference_its_shares_are_of():
