@@ -107,8 +107,15 @@ def test_int8_translates_every_line(tiny_model_dir, shared_cache):
     b = ct.translate(lines)
     assert len(b) == 100 and b[7] == ""
     assert ct.settings["compute_type"] == "int8"
-    same = sum(x == y for x, y in zip(a, b))
-    assert same >= 50, same  # quantised: mostly, not necessarily, the same
+    # quantised: near the float output, not necessarily equal to it. How near depends on
+    # the CPU's int8 kernels (seen: over half the lines equal with AVX-512; 31 of 100,
+    # chrF 55 against the float output, with AVX2 alone), so the bar is measured here:
+    # the float output against itself shifted by one line (chrF 14 on AVX2), what a
+    # line-order or decoding bug would give
+    from sacrebleu.metrics import CHRF
+    near = CHRF().corpus_score(b, [a]).score
+    shifted = CHRF().corpus_score(a[1:] + a[:1], [a]).score
+    assert near >= 2 * shifted, (near, shifted)
 
 
 def test_cache_reused_then_invalidated_by_a_new_checkpoint(model_copy, cache_home):
