@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -139,9 +140,7 @@ def _untested(pairs: list[dict[str, Any]], why: str) -> dict[str, Any]:
 def _configured_pairs(config: StudyConfig, by: dict[str, list[dict]]) -> list[dict[str, Any]]:
     """The config's `compare` pairs, each with its runs evaluated and configured, or why
     it cannot be tested yet."""
-    configured = {BASELINE: 1}
-    for c in config.cells:
-        configured[base_name(c.name)] = configured.get(base_name(c.name), 0) + 1
+    configured = Counter([BASELINE] + [base_name(c.name) for c in config.cells])
     out = []
     for a, b in config.compare_pairs:
         pair: dict[str, Any] = {"a": a, "b": b}
@@ -156,8 +155,8 @@ def _configured_pairs(config: StudyConfig, by: dict[str, list[dict]]) -> list[di
 
 
 def _called(fig: dict | None) -> bool:
-    """The run-aware test's call (nmtfrag.study.run_aware.Interval.called)."""
-    return fig is not None and fig.get("p_value") is not None and fig["p_value"] < 0.05
+    """The run-aware test's call on a figure as stored (an Interval's fields)."""
+    return fig is not None and run_aware.Interval(**fig).called
 
 
 def _diff(fig: dict | None) -> str:
