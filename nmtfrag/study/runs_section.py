@@ -107,9 +107,12 @@ def comparisons(config: StudyConfig, out: str, rows: Sequence[dict]) -> dict[str
                 for r in rs] for g, rs in by.items()}
     full = config.full_sentence_cell
     result: dict[str, Any] = {"method": run_aware.METHOD, "cells": {}, "pairs": pairs}
+    stats: dict[Any, dict[str, run_aware.System]] = {}  # BLEU and BLEU / BP share theirs
     for metric, (stats_of, score) in run_aware.METRICS.items():
-        systems = {g: run_aware.System([stats_of(h, refs) for h in hs])
-                   for g, hs in hyps.items()}
+        if stats_of not in stats:
+            stats[stats_of] = {g: run_aware.System([stats_of(h, refs) for h in hs])
+                               for g, hs in hyps.items()}
+        systems = stats[stats_of]
         reps = run_aware.replicates(systems, score, fixed=(BASELINE,))
         if reps is None:
             return _untested(pairs, "no run-to-run spread to test with")
