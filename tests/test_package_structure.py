@@ -112,7 +112,7 @@ def test_no_module_imports_private_names_of_another():
 STAGES = {"data", "fragment", "train", "dp", "translate", "audit", "study", "cli"}
 CORE = {"nmtfrag", "nmtfrag.__main__", "nmtfrag.errors", "nmtfrag.fileio",
         "nmtfrag.workdir", "nmtfrag.outdir", "nmtfrag.outlock", "nmtfrag.randomness",
-        "nmtfrag.model_dir", "nmtfrag.quiet", "nmtfrag.limits"}
+        "nmtfrag.model_dir", "nmtfrag.quiet", "nmtfrag.limits", "nmtfrag.resume_clock"}
 # argparse outside cli/, each with its reason
 ARGPARSE_ALLOWED = {
     "nmtfrag.train.fairseq_args": "reads the options fairseq's architectures register with "

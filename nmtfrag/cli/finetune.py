@@ -79,7 +79,8 @@ def _add_input_output(io: opt.OptionGroup) -> None:
     opt.add_overwrite(io, "replace a finished or interrupted run in --out")
     io.add_argument("--resume", action="store_true",
                     help="continue an interrupted run in --out from its last checkpoint, saved "
-                         "at each epoch's end and at least every 15 minutes of training "
+                         "at each epoch's end and every 2 minutes of training (more where "
+                         "saving is slow) "
                          "(with --dp: from its last saved state, see --dp-save-every; the "
                          "same settings are required); where the run saved nothing yet, "
                          "start it from the beginning, and say so")

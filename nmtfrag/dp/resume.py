@@ -3,7 +3,8 @@
 Why: a 10-epoch private run takes hours on a CPU; a stop must cost nothing, and a
 resumed run must be the run it continues — the same privacy history (so the same ε),
 the same Poisson samples and the same noise as an uninterrupted run. So every
-`save_every` noisy steps (and at least every SAVE_SECONDS) the whole training state is
+`save_every` noisy steps (and every SAVE_SECONDS, more if saving is slow:
+nmtfrag.resume_clock) the whole training state is
 written atomically to OUT/owner/dp-state.pt (mode 0600, inside the owner-only folder,
 never shipped): the trained parameters, the optimizer's state, the step, the
 accountant's history, the per-step records, and the states of the sampling generator
@@ -27,11 +28,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol
 
 from ..errors import InputError
+from ..resume_clock import MIN_SECONDS, ResumeClock
 
 if TYPE_CHECKING:  # torch and numpy are imported where a state is captured or restored
     import numpy as np
@@ -47,7 +48,7 @@ History = list[list[Any]]
 STATE = "dp-state.pt"
 IDENTITY = "dp-run.json"
 COUNT = "dp-count.json"  # the DP unit count ñ the run drew (owner-only), reused on resume
-SAVE_SECONDS = 900  # save at least this often whatever `save_every` says
+SAVE_SECONDS = MIN_SECONDS  # save this often whatever `save_every` says (nmtfrag.resume_clock)
 
 
 def _owner_file(out: str, name: str) -> str:
@@ -352,15 +353,15 @@ def restore(state: Mapping[str, Any], params: Sequence[torch.Tensor],
 
 
 class Checkpointer:
-    """Saves the training state every `every` steps (and every SAVE_SECONDS) to `path`;
-    `load()` gives the saved state back. Only rank 0 writes. A class, not a closure, so
-    spawned processes get it."""
+    """Saves the training state every `every` steps (and every SAVE_SECONDS, more if
+    saving is slow) to `path`; `load()` gives the saved state back. Only rank 0 writes.
+    A class, not a closure, so spawned processes get it."""
 
     stop_after: Optional[int] = None  # tests set it: raise Interrupted after this step (a kill)
 
     def __init__(self, path: str, every: Optional[int] = 10, resume: bool = False) -> None:
         self.path, self.every, self.resume = path, int(every or 0), resume
-        self.last = time.time()
+        self.clock = ResumeClock(SAVE_SECONDS)
         self.step: Optional[int] = None  # of the state in `path` this process saved or loaded
 
     def load(self) -> Optional[State]:
@@ -375,8 +376,7 @@ class Checkpointer:
     def after_step(self, step: int, total: int, get_state: Callable[[], State],
                    rank: int = 0) -> None:
         """Save after `step` when due (not after the last one: the run then finishes)."""
-        due = self.every and (step % self.every == 0
-                              or time.time() - self.last >= SAVE_SECONDS)
+        due = self.every and (step % self.every == 0 or self.clock.due())
         if rank == 0 and due and step < total:
             self.save(get_state())
         if self.stop_after is not None and step >= self.stop_after:
@@ -387,9 +387,8 @@ class Checkpointer:
 
         from ..fileio import atomic_writer
 
-        with atomic_writer(self.path, "wb", private=True) as f:
+        with self.clock.timing(), atomic_writer(self.path, "wb", private=True) as f:
             torch.save(state, f)
-        self.last = time.time()
         self.step = state["step"]
 
     def save_interrupted(self, state: State, rank: int = 0) -> None:

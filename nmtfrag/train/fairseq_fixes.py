@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from typing import TYPE_CHECKING
 
 from ..fileio import atomic_writer
+from ..resume_clock import MIN_SECONDS, ResumeClock
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from .trainable import TrainableSet
 
-# save checkpoint_last.pt at least this often (training seconds), mid-epoch too: a resume
-# point that neither validates nor counts for early stopping (the DP track's SAVE_SECONDS)
-RESUME_POINT_SECONDS = 900
+# save checkpoint_last.pt this often (training seconds; more if saving is slow:
+# nmtfrag.resume_clock), mid-epoch too: a resume point that neither validates nor counts for
+# early stopping (the DP track's SAVE_SECONDS)
+RESUME_POINT_SECONDS = MIN_SECONDS
 
 
 def run_fairseq_train(cfg: DictConfig, trained: TrainableSet | None = None,
@@ -106,8 +107,9 @@ def stop_at_epoch_cap(validate_and_save):
 
 
 class ResumePoints:
-    """checkpoint_last.pt saved every `seconds` since fairseq's (or our) last save, after
-    an update that fairseq neither saves nor ends training at (an epoch's end is fairseq's).
+    """checkpoint_last.pt saved every `seconds` since fairseq's (or our) last save (more
+    where saving is slow: nmtfrag.resume_clock), after an update that fairseq neither saves
+    nor ends training at (an epoch's end is fairseq's).
 
     Why: fairseq saves at an epoch's end (or every --validate-every updates, validating
     each time, which early stopping counts); an epoch of EMEA phrases is over an hour on a
@@ -121,14 +123,10 @@ class ResumePoints:
     with sharded optimizer state (FSDP, ZeRO), whose saves are collective."""
 
     def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.last = time.monotonic()
+        self.clock = ResumeClock(seconds)
 
     def saved(self) -> None:
-        self.last = time.monotonic()
-
-    def due(self) -> bool:
-        return time.monotonic() - self.last >= self.seconds
+        self.clock.saved()
 
     def wrap(self, validate_and_save):
         """fairseq_cli.train.validate_and_save, then a resume point when one is due."""
@@ -137,12 +135,12 @@ class ResumePoints:
         def with_resume_point(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch):
             valid_losses, should_stop = validate_and_save(cfg, trainer, task, epoch_itr,
                                                           valid_subsets, end_of_epoch)
-            if (self.due() and not (end_of_epoch or should_stop)
+            if (self.clock.due() and not (end_of_epoch or should_stop)
                     and trainer.should_save_checkpoint_on_current_rank
                     and not trainer.is_fsdp
                     and cfg.distributed_training.zero_sharding == "none"):
-                checkpoint_utils.save_checkpoint(cfg.checkpoint, trainer, epoch_itr, None)
-                self.saved()  # also where the save wrote nothing (--no-save)
+                with self.clock.timing():  # also where the save wrote nothing (--no-save)
+                    checkpoint_utils.save_checkpoint(cfg.checkpoint, trainer, epoch_itr, None)
             return valid_losses, should_stop
         return with_resume_point
 

@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 
+from nmtfrag import resume_clock
 from nmtfrag.errors import InputError
 from nmtfrag.outlock import release_output_locks
 from nmtfrag.train import fairseq_fixes
@@ -305,6 +306,7 @@ def test_a_run_killed_mid_epoch_resumes_from_its_resume_point_to_the_same_model(
 
     out = str(tmp_path / "killed")
     monkeypatch.setattr(fairseq_fixes, "RESUME_POINT_SECONDS", 0)
+    monkeypatch.setattr(resume_clock, "COST_FACTOR", 0)  # a point after every update
     plain_step, steps = Trainer.train_step, []
 
     def killed_at(self, samples, *a, **k):  # the kill, half-way through epoch 2
@@ -669,7 +671,8 @@ def test_ctrl_c_before_the_first_checkpoint_says_nothing_is_kept(tiny_model_dir,
     assert main(_ctrl_c_argv(tiny_model_dir, data, out)) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"error: interrupted: {out} holds no checkpoint of the run yet (one is saved every "
-        f"15 minutes of training, at the end of each epoch, or every --validate-every "
+        f"2 minutes of training or more where saving is slow, at the end of each epoch, "
+        f"or every --validate-every "
         f"updates): run the same command again, without --resume, to start over")
     monkeypatch.undo()
     assert main(_ctrl_c_argv(tiny_model_dir, data, out)) == 0  # as the line says
