@@ -28,6 +28,16 @@ def private_cache_home(tmp_path_factory):
         os.environ["XDG_CACHE_HOME"] = old
 
 
+@pytest.fixture(autouse=True)
+def no_timed_resume_points(monkeypatch):
+    """Resume points on the clock (nmtfrag.resume_clock) off in every test: which update or
+    step a run saves must not depend on how loaded the machine is. A test of the clock sets
+    MIN_SECONDS itself."""
+    from nmtfrag import resume_clock
+
+    monkeypatch.setattr(resume_clock, "MIN_SECONDS", float("inf"))
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny trained de→en model dir (WMT19 layout), built once per test session.

@@ -159,9 +159,9 @@ def _add_recipe(g: opt.OptionGroup) -> None:
     g.add_argument("--dp-save-every", type=ct.nonnegative_int, default=10, metavar="STEPS",
                    help="save the state of the run (parameters, optimizer, accountant "
                         "history, generator states) to OUT/owner/ every STEPS noisy steps, "
-                        "every 2 minutes of training (more where saving is slow), and when Ctrl-C or SIGTERM stops the "
-                        "run (its last whole step), so --resume continues it exactly "
-                        "(default 10; 0: never)")
+                        "every 2 minutes (longer where saving is slow), and when Ctrl-C or "
+                        "SIGTERM stops the run (its last whole step), so --resume continues "
+                        "it exactly (default 10; 0: never)")
     g.add_argument("--dp-simulate-batch", type=ct.positive_int, default=None, metavar="B_SIM",
                    help="NOT PRIVATE: a cheap simulation of the planned run (Sander et "
                         "al. 2023): Poisson batches of B_SIM with noise multiplier "

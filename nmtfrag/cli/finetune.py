@@ -79,11 +79,10 @@ def _add_input_output(io: opt.OptionGroup) -> None:
     opt.add_overwrite(io, "replace a finished or interrupted run in --out")
     io.add_argument("--resume", action="store_true",
                     help="continue an interrupted run in --out from its last checkpoint, saved "
-                         "at each epoch's end and every 2 minutes of training (more where "
-                         "saving is slow) "
-                         "(with --dp: from its last saved state, see --dp-save-every; the "
-                         "same settings are required); where the run saved nothing yet, "
-                         "start it from the beginning, and say so")
+                         "at each epoch's end and every 2 minutes of training, longer where "
+                         "saving is slow (with --dp: from its last saved state, see "
+                         "--dp-save-every; the same settings are required); where the run "
+                         "saved nothing yet, start it from the beginning, and say so")
     io.add_argument("--train-fraction", type=ct.rate, default=1.0, metavar="F",
                     help="train on a random share of the training pairs, each kept with "
                          "probability F (seeded; default 1: all): a data-size curve. Under "

@@ -3,8 +3,8 @@
 Why: a 10-epoch private run takes hours on a CPU; a stop must cost nothing, and a
 resumed run must be the run it continues — the same privacy history (so the same ε),
 the same Poisson samples and the same noise as an uninterrupted run. So every
-`save_every` noisy steps (and every SAVE_SECONDS, more if saving is slow:
-nmtfrag.resume_clock) the whole training state is
+`save_every` noisy steps (and every few minutes: nmtfrag.resume_clock) the whole
+training state is
 written atomically to OUT/owner/dp-state.pt (mode 0600, inside the owner-only folder,
 never shipped): the trained parameters, the optimizer's state, the step, the
 accountant's history, the per-step records, and the states of the sampling generator
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol
 
 from ..errors import InputError
-from ..resume_clock import MIN_SECONDS, ResumeClock
+from ..resume_clock import ResumeClock
 
 if TYPE_CHECKING:  # torch and numpy are imported where a state is captured or restored
     import numpy as np
@@ -48,7 +48,6 @@ History = list[list[Any]]
 STATE = "dp-state.pt"
 IDENTITY = "dp-run.json"
 COUNT = "dp-count.json"  # the DP unit count ñ the run drew (owner-only), reused on resume
-SAVE_SECONDS = MIN_SECONDS  # save this often whatever `save_every` says (nmtfrag.resume_clock)
 
 
 def _owner_file(out: str, name: str) -> str:
@@ -353,15 +352,15 @@ def restore(state: Mapping[str, Any], params: Sequence[torch.Tensor],
 
 
 class Checkpointer:
-    """Saves the training state every `every` steps (and every SAVE_SECONDS, more if
-    saving is slow) to `path`; `load()` gives the saved state back. Only rank 0 writes.
+    """Saves the training state every `every` steps (and when nmtfrag.resume_clock says a
+    point is due) to `path`; `load()` gives the saved state back. Only rank 0 writes.
     A class, not a closure, so spawned processes get it."""
 
     stop_after: Optional[int] = None  # tests set it: raise Interrupted after this step (a kill)
 
     def __init__(self, path: str, every: Optional[int] = 10, resume: bool = False) -> None:
         self.path, self.every, self.resume = path, int(every or 0), resume
-        self.clock = ResumeClock(SAVE_SECONDS)
+        self.clock = ResumeClock()
         self.step: Optional[int] = None  # of the state in `path` this process saved or loaded
 
     def load(self) -> Optional[State]:

@@ -4,7 +4,7 @@ Why: nmtfrag fine-tunes with fairseq's trainer as it is (nmtfrag.train.finetune)
 that trainer leaves gaps a long run falls into. `train_main_with_fixes` fixes
 them for the length of one run: atomic checkpoint copies (a kill mid-copy no longer
 truncates checkpoint_last.pt), the early-stopping count kept across a resume, a resume
-point every RESUME_POINT_SECONDS (mid-epoch too), the epoch-cap save under
+point every few minutes (mid-epoch too; nmtfrag.resume_clock), the epoch-cap save under
 --validate-every, and training only a parameter subset (nmtfrag.train.trainable).
 """
 from __future__ import annotations
@@ -14,17 +14,13 @@ import shutil
 from typing import TYPE_CHECKING
 
 from ..fileio import atomic_writer
-from ..resume_clock import MIN_SECONDS, ResumeClock
+from ..resume_clock import ResumeClock
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from .trainable import TrainableSet
 
-# save checkpoint_last.pt this often (training seconds; more if saving is slow:
-# nmtfrag.resume_clock), mid-epoch too: a resume point that neither validates nor counts for
-# early stopping (the DP track's SAVE_SECONDS)
-RESUME_POINT_SECONDS = MIN_SECONDS
 
 
 def run_fairseq_train(cfg: DictConfig, trained: TrainableSet | None = None,
@@ -41,7 +37,7 @@ def run_fairseq_train(cfg: DictConfig, trained: TrainableSet | None = None,
 def train_main_with_fixes(cfg: DictConfig, trained: TrainableSet | None = None,
                           stop_early: dict | None = None, **kwargs: object) -> object:
     """fairseq_cli.train.main, with checkpoint copies made atomic, the early-stopping count
-    restored, a resume point every RESUME_POINT_SECONDS (ResumePoints), the epoch cap's
+    restored, a resume point every few minutes (ResumePoints), the epoch cap's
     last update saved (stop_at_epoch_cap) and (with `trained`) only that parameter set
     trained: fairseq's optimizer skips frozen parameters.
 
@@ -62,7 +58,7 @@ def train_main_with_fixes(cfg: DictConfig, trained: TrainableSet | None = None,
     plain_validate_and_save = fs_train.validate_and_save
     PathManager.copy = staticmethod(atomic_copy)
     restore_stop_early(fs_train, stop_early)
-    points = ResumePoints(RESUME_POINT_SECONDS)
+    points = ResumePoints()
 
     def save_checkpoint(self, filename, extra_state):
         points.saved()
@@ -107,9 +103,9 @@ def stop_at_epoch_cap(validate_and_save):
 
 
 class ResumePoints:
-    """checkpoint_last.pt saved every `seconds` since fairseq's (or our) last save (more
-    where saving is slow: nmtfrag.resume_clock), after an update that fairseq neither saves
-    nor ends training at (an epoch's end is fairseq's).
+    """checkpoint_last.pt saved when nmtfrag.resume_clock says a point is due (minutes
+    since fairseq's or our last save), after an update that fairseq neither saves nor ends
+    training at (an epoch's end is fairseq's).
 
     Why: fairseq saves at an epoch's end (or every --validate-every updates, validating
     each time, which early stopping counts); an epoch of EMEA phrases is over an hour on a
@@ -122,8 +118,8 @@ class ResumePoints:
     Only the process that saves checkpoints saves it, so each rank decides alone: not
     with sharded optimizer state (FSDP, ZeRO), whose saves are collective."""
 
-    def __init__(self, seconds: float) -> None:
-        self.clock = ResumeClock(seconds)
+    def __init__(self) -> None:
+        self.clock = ResumeClock()
 
     def saved(self) -> None:
         self.clock.saved()

@@ -30,9 +30,8 @@ training data and fixed settings only (for a DP release: nothing outside its ε)
 A run killed half-way is continued with `FineTuneJob.resume` from OUT/checkpoints/checkpoint_last.pt
 (optimizer, scheduler, data iterator and meters restored by fairseq). fairseq saves it at
 the end of each epoch (or every --validate-every updates); on top of that checkpoint_last.pt
-is saved every RESUME_POINT_SECONDS of training (more where saving is slow:
-nmtfrag.resume_clock), mid-epoch too, so a killed run loses at most that much (an epoch of
-EMEA phrases is over an hour on a 2-core CPU). A run stopped
+is saved every few minutes (nmtfrag.resume_clock), mid-epoch too, so a killed run loses
+minutes, not an epoch (an epoch of EMEA phrases is over an hour on a 2-core CPU). A run stopped
 by SIGINT or SIGTERM says which checkpoint OUT keeps, or that it keeps none yet. These
 resume points and the other fixes to fairseq's training are nmtfrag.train.fairseq_fixes';
 where fairseq's log goes, nmtfrag.train.fairseq_log; the fairseq command lines,
@@ -55,8 +54,9 @@ from ..fileio import (MANIFEST, OWNER_DIR, public_name, read_json, tool_versions
                       write_json)
 from ..outdir import prepare_output_dir, remove_run_outputs
 from ..outlock import lock_output_dir
+from ..resume_clock import MIN_SECONDS
 from .fairseq_args import PAPER_DEFAULTS, build_train_cfg, fairseq_train_argv, validation_loss
-from .fairseq_fixes import RESUME_POINT_SECONDS, STOP_EARLY, run_fairseq_train
+from .fairseq_fixes import STOP_EARLY, run_fairseq_train
 from .fairseq_log import LogCapture, attach_logs, detach_logs, setup_console_logging
 from .job import FineTuneJob
 from ..model_dir import ModelDir, allow_full_checkpoint_load, load_state
@@ -423,7 +423,7 @@ def interruption_note(dirs: RunDirs, shown: str, saved: str | None = None) -> st
         return (f"{shown} keeps the run's last checkpoint{at}, {CKPT}/checkpoint_last.pt; "
                 f"continue with --resume (the same command and options)")
     return (f"{shown} holds no checkpoint of the run yet (one is saved every "
-            f"{RESUME_POINT_SECONDS / 60:g} minutes of training or more where saving is slow, "
+            f"{MIN_SECONDS / 60:g} minutes of training (longer where saving is slow), "
             f"at the end of each epoch, or every --validate-every updates): run the same "
             f"command again, without "
             f"--resume, to start over")

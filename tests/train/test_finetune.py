@@ -293,7 +293,7 @@ def test_resume_after_kill_continues_from_checkpoint(tiny_model_dir, data, tmp_p
 
 def test_a_run_killed_mid_epoch_resumes_from_its_resume_point_to_the_same_model(
         tiny_model_dir, data, tmp_path, monkeypatch):
-    """fairseq saves at an epoch's end only; a resume point (every RESUME_POINT_SECONDS,
+    """fairseq saves at an epoch's end only; a resume point (every MIN_SECONDS,
     here every update) lets a run killed mid-epoch continue there, without validating or
     touching early stopping, and end with the model of the run never killed."""
     from fairseq.trainer import Trainer
@@ -305,8 +305,8 @@ def test_a_run_killed_mid_epoch_resumes_from_its_resume_point_to_the_same_model(
     assert per_epoch >= 6 and whole["result"]["epochs_completed"] == 2
 
     out = str(tmp_path / "killed")
-    monkeypatch.setattr(fairseq_fixes, "RESUME_POINT_SECONDS", 0)
-    monkeypatch.setattr(resume_clock, "COST_FACTOR", 0)  # a point after every update
+    monkeypatch.setattr(resume_clock, "MIN_SECONDS", 0)  # a point after every update
+    monkeypatch.setattr(resume_clock, "COST_FACTOR", 0)
     plain_step, steps = Trainer.train_step, []
 
     def killed_at(self, samples, *a, **k):  # the kill, half-way through epoch 2
@@ -671,7 +671,7 @@ def test_ctrl_c_before_the_first_checkpoint_says_nothing_is_kept(tiny_model_dir,
     assert main(_ctrl_c_argv(tiny_model_dir, data, out)) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"error: interrupted: {out} holds no checkpoint of the run yet (one is saved every "
-        f"2 minutes of training or more where saving is slow, at the end of each epoch, "
+        f"2 minutes of training (longer where saving is slow), at the end of each epoch, "
         f"or every --validate-every "
         f"updates): run the same command again, without --resume, to start over")
     monkeypatch.undo()
