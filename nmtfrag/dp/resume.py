@@ -3,10 +3,9 @@
 Why: a 10-epoch private run takes hours on a CPU; a stop must cost nothing, and a
 resumed run must be the run it continues — the same privacy history (so the same ε),
 the same Poisson samples and the same noise as an uninterrupted run. So every
-`save_every` noisy steps (and every few minutes: nmtfrag.resume_clock) the whole
-training state is
-written atomically to OUT/owner/dp-state.pt (mode 0600, inside the owner-only folder,
-never shipped): the trained parameters, the optimizer's state, the step, the
+`save_every` noisy steps (and every few minutes: nmtfrag.resume_clock) the whole training
+state is written atomically to OUT/owner/dp-state.pt (mode 0600, inside the owner-only
+folder, never shipped): the trained parameters, the optimizer's state, the step, the
 accountant's history, the per-step records, and the states of the sampling generator
 (numpy), the noise generator (torch) and torch's global generator (dropout masks). The
 generator states are as secret as the noise itself: they stay with the owner, and the

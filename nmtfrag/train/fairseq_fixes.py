@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from .trainable import TrainableSet
 
 
-
 def run_fairseq_train(cfg: DictConfig, trained: TrainableSet | None = None,
                       stop_early: dict | None = None) -> None:
     """fairseq-train's main on a parsed cfg (spawns one process per GPU when needed).
