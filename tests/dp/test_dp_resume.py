@@ -4,6 +4,7 @@ its saved state is owner-only and gone once the run finishes; a resume with othe
 settings, or of a finished run, is refused."""
 import json
 import os
+import signal
 import stat
 
 import pytest
@@ -266,15 +267,19 @@ def test_a_second_signal_stops_at_once_keeping_the_last_saved_state(tiny_dir, tm
     def step_asked_twice(self):
         steps[0] += 1
         if steps[0] == 3:
-            import signal
-
             signal.raise_signal(signal.SIGINT)  # held until the update is whole ...
             signal.raise_signal(signal.SIGINT)  # ... unless asked again: stop now
         return plain_step(self)
 
     monkeypatch.setattr(sgd.DPSGD, "step", step_asked_twice)
-    with pytest.raises(KeyboardInterrupt) as stopped:
-        dp_finetune(_job(root, base, cut, save_every=2), _config())
+    # Python's Ctrl-C handler, whatever this process inherited: a shell without job
+    # control starts a background command (`pytest … &`) with SIGINT ignored
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            dp_finetune(_job(root, base, cut, save_every=2), _config())
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     # step 3 was left half-done: nothing of it is saved, the state is step 2's
     assert torch.load(resume.state_path(str(cut)), weights_only=False)["step"] == 2
     assert "state at step 2 of 5" in stopped.value.nmtfrag_note
