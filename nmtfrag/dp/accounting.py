@@ -77,14 +77,36 @@ def prv_epsilon(history: Sequence[Step], delta: float) -> tuple[float, float]:
 
 @functools.lru_cache(maxsize=32)  # a plan asks for ε, then for its error bound
 def _prv_cached(history: tuple[Step, ...], delta: float) -> tuple[float, float]:
-    from opacus.accountants import PRVAccountant
-
     import numpy as np
 
-    acc = PRVAccountant()
+    acc = _prv_accountant()
     acc.history = list(history)
     with np.errstate(divide="ignore", invalid="ignore"):  # log(1 − q) at q = 1
         return _prv_refined(acc, delta)
+
+
+def _prv_accountant():
+    """opacus' PRVAccountant, computing each discretisation domain once. ε at one error
+    asks for its domain twice (the grid-size check above, then get_epsilon), and the
+    domain's RDP bound is most of PRV's time; the domain is a function of its arguments
+    alone, so every ε is the same as without the memo."""
+    from opacus.accountants import PRVAccountant
+
+    class DomainOnce(PRVAccountant):
+        def __init__(self):
+            super().__init__()
+            self.domains = {}
+
+        def _get_domain(self, prvs, num_self_compositions, eps_error, delta_error):
+            key = (tuple((p.sample_rate, p.noise_multiplier) for p in prvs),
+                   tuple(num_self_compositions), eps_error, delta_error)
+            if key not in self.domains:
+                self.domains[key] = super()._get_domain(
+                    prvs=prvs, num_self_compositions=num_self_compositions,
+                    eps_error=eps_error, delta_error=delta_error)
+            return self.domains[key]
+
+    return DomainOnce()
 
 
 def _prv_epsilon(history, delta):
@@ -98,7 +120,10 @@ def _prv_refined(acc, delta):
     # the figures are those of earlier certificates.
     error = _prv_fitting_error(acc, delta, PRV_EPS_ERROR)
     eps = float(acc.get_epsilon(delta=delta, eps_error=error))
-    fine = _prv_fitting_error(acc, delta, max(1e-4, 0.002 * eps))
+    wanted = max(1e-4, 0.002 * eps)
+    if wanted >= error:  # the fitting error is never below what is asked: no refinement
+        return eps, error
+    fine = _prv_fitting_error(acc, delta, wanted)
     if fine < error:
         eps, error = float(acc.get_epsilon(delta=delta, eps_error=fine)), fine
     return eps, error

@@ -228,6 +228,36 @@ def test_prv_grid_is_bounded_and_stays_an_upper_bound(monkeypatch):
     accounting._prv_cached.cache_clear()
 
 
+@pytest.mark.parametrize("history,delta,refined", [
+    ([(0.8, 0.1, 100)], 1e-5, False),    # ε ≈ 11: 0.01 is finer than 0.2 % of it
+    ([(1.0, 0.01, 1000)], 1e-5, True),   # ε ≈ 1.8: the error refined to 0.2 % of it
+    ([(100.0, 1.0, 1), (0.9, 0.1, 100)], 1e-5, False)])  # a unit count in front
+def test_prv_figures_equal_opacus_with_each_domain_computed_once(monkeypatch, history, delta,
+                                                                 refined):
+    """Our PRV path computes each discretisation domain once (its RDP bound is most of the
+    time): ε and its error equal opacus' own PRVAccountant asked the same way, and one
+    ε at one error computes one domain."""
+    from opacus.accountants import PRVAccountant
+    from opacus.accountants import prv as opacus_prv
+
+    plain = PRVAccountant()
+    plain.history = list(history)
+    coarse = plain.get_epsilon(delta=delta, eps_error=0.01)
+    fine = max(1e-4, 0.002 * coarse)
+    assert (fine < 0.01) == refined
+    expected = (plain.get_epsilon(delta=delta, eps_error=fine), fine) if refined \
+        else (coarse, 0.01)
+
+    computed = []
+    real = opacus_prv.compute_safe_domain_size
+    monkeypatch.setattr(opacus_prv, "compute_safe_domain_size",
+                        lambda *a, **k: computed.append(k["eps_error"]) or real(*a, **k))
+    accounting._prv_cached.cache_clear()
+    assert accounting.prv_epsilon(history, delta) == expected
+    assert computed == ([0.01, fine] if refined else [0.01])
+    accounting._prv_cached.cache_clear()
+
+
 def test_privacy_plan_of_a_million_steps_in_bounded_memory(capsys):
     """`nmtfrag privacy --steps 1000000` (it needed ~19 GB): both figures, each named by
     its accountant, PRV's with the error its bounded grid allows; under 2 GB here."""
