@@ -57,10 +57,12 @@ def main():
         times, results = [], []
         for make, refine in (ours, (PRVAccountant, as_is_refined)):
             accounting._prv_accountant, accounting._prv_refined = make, refine
-            runs = [calibrate(target, delta, segments) for _ in range(args.repeats)]
+            try:
+                runs = [calibrate(target, delta, segments) for _ in range(args.repeats)]
+            finally:
+                accounting._prv_accountant, accounting._prv_refined = ours
             times.append(min(r[0] for r in runs))
             results.append(runs[0][1:])
-        accounting._prv_accountant, accounting._prv_refined = ours
         if results[0] != results[1]:
             sys.exit(f"error: the two paths differ: {results}")
         plan = f"ε {target:g}, δ {delta:g}, {segments}"

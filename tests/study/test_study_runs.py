@@ -99,7 +99,9 @@ def test_two_runs_differ_in_seed_release_draw_and_noise(studies):
 
 def test_a_seeded_studys_runs_are_reproducible(studies):
     a, b = studies
-    assert sorted(p.name for p in (b / "cells").iterdir()) == ["baseline", *REPEATED]
+    # only the selected runs trained (len4-tag.r2's release is drawn from len4-tag's)
+    assert sorted(p.name for p in (b / "cells").iterdir()
+                  if (p / "finetune").exists()) == sorted(REPEATED)
     for cell in REPEATED:
         step, name = ("release", "phrases.en") if cell.startswith("len4") else \
             ("finetune", "model.pt")
