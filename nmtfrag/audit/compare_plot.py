@@ -8,6 +8,7 @@ audit reports into rows and writing the tables (compare.py); both read the same 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -142,17 +143,35 @@ def plot(rows: Sequence[dict], path: str, title: str) -> None:
     if old_rule:
         handles.append(Line2D([], [], linestyle="", label="‡ an older membership audit "
                               "(understates the attack)"))
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8,
-               frameon=False)
-    fig.suptitle(f"{title}: what each approach keeps of the gain vs what leaks "
-                 "(up-left is better)", fontsize=10)
-    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
     # the Agg backend (chosen above) has a renderer to measure the labels with
     renderer = cast("FigureCanvasAgg", fig.canvas).get_renderer()
+    legend, heading = _legend_and_title(fig, handles, renderer,
+                                        f"{title}: what each approach keeps of the gain vs "
+                                        "what leaks (up-left is better)")
+    height = fig.bbox.height
+    fig.tight_layout(rect=(0, legend.get_window_extent(renderer).height / height + 0.01, 1,
+                           1 - heading.get_window_extent(renderer).height / height - 0.02))
     for ax, items in placements:
         place_labels(ax, items, renderer)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _legend_and_title(fig, handles, renderer, title):
+    """The legend below the panels and the title above, each on as few rows as fit the
+    canvas' width (a one-panel figure is narrow: on one row both ran off its sides)."""
+    room = fig.bbox.width * 0.96
+    for ncol in range(len(handles), 0, -1):
+        legend = fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=8,
+                            frameon=False)
+        if ncol == 1 or legend.get_window_extent(renderer).width <= room:
+            break
+        legend.remove()
+    heading = fig.suptitle(title, fontsize=10)
+    wide = heading.get_window_extent(renderer).width
+    if wide > room:
+        heading.set_text(textwrap.fill(title, width=int(len(title) * room / wide)))
+    return legend, heading
 
 
 def _pad_limits(ax, items, anchors=()):

@@ -137,6 +137,14 @@ def test_nothing_hides_anything(rows, tmp_path, monkeypatch):
     for a, b in itertools.combinations(texts, 2):
         assert not _hit(_box(a, renderer), _box(b, renderer)), \
             f"{a.get_text()!r} and {b.get_text()!r} overlap"
+    # nothing cut at the canvas' edge (one panel is narrow: a one-line title and a
+    # one-row legend ran off both sides of GNOME's runs figure)
+    edge = [fig._suptitle, *fig.legends, *texts,
+            *(ax.xaxis.label for ax in axes), *(ax.yaxis.label for ax in axes)]
+    for t in edge:
+        x0, y0, x1, y1 = _box(t, renderer)
+        assert x0 >= -1 and y0 >= -1 and x1 <= fig.bbox.width + 1 and \
+            y1 <= fig.bbox.height + 1, f"{getattr(t, 'get_text', lambda: t)()!r} is cut"
     assert (tmp_path / "f.png").stat().st_size > 1000
     plt.close(fig)
 
