@@ -6,8 +6,10 @@ its CPU time so far and, where the records tell, its progress against its cap or
 """
 from __future__ import annotations
 
+import json
 import os
 import re
+import statistics
 from typing import Any
 
 from ..fileio import read_json
@@ -28,14 +30,14 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | Non
     dp_log = os.path.join(ft, "owner", "train.log")
     if os.path.isfile(dp_log):
         with open(dp_log, encoding="utf-8") as f:
-            done = sum(1 for ln in f if ln.strip())
+            steps = [ln for ln in f if ln.strip()]
         total = None
         log = paths.log(cell, FINETUNE)
         if os.path.isfile(log):
             with open(log, encoding="utf-8", errors="replace") as f:
                 found = re.findall(r"(\d+) noisy steps", f.read())
-            total = found[-1] if found else None
-        return f"DP step {done} of {total or '?'}"
+            total = int(found[-1]) if found else None
+        return f"DP step {len(steps)} of {total or '?'}" + _dp_time_left(steps, total)
     # after the DP branch: a DP-SGD run's manifest describes no fairseq training
     rule = config.training_rule(cell)
     ended = finished_training(ft, rule)
@@ -64,6 +66,29 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | Non
     return (f"epoch {epoch} of ≤ {cap}" + (f", {updates:,} updates" if updates else "")
             + (f" of ≤ {cap_u:,}" if cap_u else "")
             + ("" if fixed else _early_stop_text(losses, rule.training.patience)))
+
+
+def _dp_time_left(steps: list[str], total: int | None, last: int = 10) -> str:
+    """', about 2.9 h left at 2.0 min a step (median of the last 10)', from the wall
+    seconds each DP step's record gives: the median, as a step stretched by a pause or a
+    session's end says nothing of the pace; the pace is the machine's as shared now."""
+    if not total or len(steps) >= total:
+        return ""
+    seconds = []
+    for line in steps[-last:]:
+        try:
+            s = json.loads(line).get("seconds")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(s, (int, float)) and s > 0:
+            seconds.append(float(s))
+    if not seconds:
+        return ""
+    pace = statistics.median(seconds)
+    left = (total - len(steps)) * pace
+    when = f"{left / 3600:.1f} h" if left >= 3600 else f"{max(1, round(left / 60))} min"
+    return (f", about {when} left at {pace / 60:.1f} min a step (median of the last "
+            f"{len(seconds)})")
 
 
 def finished_training(ft: str, rule: Cell) -> str | None:

@@ -631,6 +631,35 @@ def test_status_says_how_a_finished_run_ended_from_its_manifest(ws):
     assert training_progress(paths, "dp8-pub", config).startswith("DP step 3 of ")
 
 
+def test_status_says_how_long_a_dp_run_has_left_at_its_median_pace(ws):
+    """A DP-SGD run's line adds the time left: its steps to go at the median wall time of
+    its last 10 steps (a step stretched by a pause must not decide it)."""
+    from nmtfrag.study.plan import Paths
+    from nmtfrag.study.status import training_progress
+
+    text = GOOD.replace('public_align = "{d}/public"',
+                        'public_align = "{d}/public"\npublic_train = "{d}/public"')
+    config = read_config(write(ws, text + DP_CONTROLS))
+    paths = Paths(str(ws / "out"))
+    owner = ws / "out" / "cells" / "dp8-pub" / FINETUNE / "owner"
+    owner.mkdir(parents=True)
+    log = paths.log("dp8-pub", FINETUNE)
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    with open(log, "w", encoding="utf-8") as f:
+        f.write("DP-SGD: n=120 sentences, 100 noisy steps, σ=1.0\n")
+    seconds = [500, 500, 120, 120, 2000, 120, 110, 130, 120, 120, 120]  # 11 steps
+    (owner / "train.log").write_text("".join(
+        json.dumps({"step": k + 1, "seconds": s}) + "\n" for k, s in enumerate(seconds)))
+    assert training_progress(paths, "dp8-pub", config) == (
+        "DP step 11 of 100, about 3.0 h left at 2.0 min a step (median of the last 10)")
+    (owner / "train.log").write_text("".join(
+        json.dumps({"step": k + 1, "seconds": 30}) + "\n" for k in range(98)))
+    assert training_progress(paths, "dp8-pub", config).endswith(
+        "DP step 98 of 100, about 1 min left at 0.5 min a step (median of the last 10)")
+    (owner / "train.log").write_text("step 1\n")  # no timed record: no estimate
+    assert training_progress(paths, "dp8-pub", config) == "DP step 1 of 100"
+
+
 def test_the_demo_config_names_every_key():
     """corpora/demo/study.toml is the documentation of every key (the README and `study
     --help` say so): a key the reader accepts must appear there, set or in a comment as
