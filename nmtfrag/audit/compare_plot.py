@@ -145,12 +145,12 @@ def plot(rows: Sequence[dict], path: str, title: str) -> None:
                               "(understates the attack)"))
     # the Agg backend (chosen above) has a renderer to measure the labels with
     renderer = cast("FigureCanvasAgg", fig.canvas).get_renderer()
-    legend, heading = _legend_and_title(fig, handles, renderer,
-                                        f"{title}: what each approach keeps of the gain vs "
-                                        "what leaks (up-left is better)")
-    height = fig.bbox.height
-    fig.tight_layout(rect=(0, legend.get_window_extent(renderer).height / height + 0.01, 1,
-                           1 - heading.get_window_extent(renderer).height / height - 0.02))
+    legend = _legend_and_title(fig, handles, renderer,
+                               f"{title}: what each approach keeps of the gain vs what "
+                               "leaks (up-left is better)")
+    # tight_layout leaves room for the title itself; the legend's is given
+    fig.tight_layout(rect=(0, legend.get_window_extent(renderer).height / fig.bbox.height
+                           + 0.01, 1, 0.99))
     for ax, items in placements:
         place_labels(ax, items, renderer)
     fig.savefig(path, dpi=110)
@@ -159,7 +159,8 @@ def plot(rows: Sequence[dict], path: str, title: str) -> None:
 
 def _legend_and_title(fig, handles, renderer, title):
     """The legend below the panels and the title above, each on as few rows as fit the
-    canvas' width (a one-panel figure is narrow: on one row both ran off its sides)."""
+    canvas' width (a one-panel figure is narrow: on one row both ran off its sides); the
+    legend, whose height the panels must leave free."""
     room = fig.bbox.width * 0.96
     for ncol in range(len(handles), 0, -1):
         legend = fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=8,
@@ -168,10 +169,12 @@ def _legend_and_title(fig, handles, renderer, title):
             break
         legend.remove()
     heading = fig.suptitle(title, fontsize=10)
-    wide = heading.get_window_extent(renderer).width
-    if wide > room:
-        heading.set_text(textwrap.fill(title, width=int(len(title) * room / wide)))
-    return legend, heading
+    width = len(title)
+    while width > 1 and heading.get_window_extent(renderer).width > room:
+        width = max(1, min(width - 1, int(width * room / heading.get_window_extent(
+            renderer).width)))  # re-measured: wrapped lines of wide letters can still run off
+        heading.set_text(textwrap.fill(title, width=width))
+    return legend
 
 
 def _pad_limits(ax, items, anchors=()):

@@ -7,6 +7,7 @@ its CPU time so far and, where the records tell, its progress against its cap or
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import statistics
@@ -70,8 +71,9 @@ def training_progress(paths: Paths, cell: str, config: StudyConfig) -> str | Non
 
 def _dp_time_left(steps: list[str], total: int | None, last: int = 10) -> str:
     """', about 2.9 h left at 2.0 min a step (median of the last 10)', from the wall
-    seconds each DP step's record gives: the median, as a step stretched by a pause or a
-    session's end says nothing of the pace; the pace is the machine's as shared now."""
+    seconds each DP step's record gives (its noisy step: a validation or a save after it
+    is not counted): the median, as a step stretched by a pause or a session's end says
+    nothing of the pace; the pace is the machine's as shared now."""
     if not total or len(steps) >= total:
         return ""
     seconds = []
@@ -80,15 +82,15 @@ def _dp_time_left(steps: list[str], total: int | None, last: int = 10) -> str:
             s = json.loads(line).get("seconds")
         except (ValueError, AttributeError):
             continue
-        if isinstance(s, (int, float)) and s > 0:
+        if isinstance(s, (int, float)) and 0 < s < math.inf:
             seconds.append(float(s))
     if not seconds:
         return ""
     pace = statistics.median(seconds)
     left = (total - len(steps)) * pace
     when = f"{left / 3600:.1f} h" if left >= 3600 else f"{max(1, round(left / 60))} min"
-    return (f", about {when} left at {pace / 60:.1f} min a step (median of the last "
-            f"{len(seconds)})")
+    each = f"{pace / 60:.1f} min" if pace >= 60 else f"{pace:.0f} s"
+    return f", about {when} left at {each} a step (median of the last {len(seconds)})"
 
 
 def finished_training(ft: str, rule: Cell) -> str | None:

@@ -149,6 +149,23 @@ def test_nothing_hides_anything(rows, tmp_path, monkeypatch):
     plt.close(fig)
 
 
+def test_a_long_title_of_wide_letters_stays_on_a_one_panel_canvas(tmp_path, monkeypatch):
+    """The title is wrapped by measuring it, re-measured after each wrap: a width guessed
+    from the average letter ran a title of wide letters off a one-panel canvas."""
+    monkeypatch.setattr(plt, "close", lambda *a, **k: None)
+    before = set(plt.get_fignums())
+    compare_plot.plot(NO_LEAKAGE, str(tmp_path / "f.png"), "W" * 49 + " MMMM WWWW" * 6)
+    (num,) = set(plt.get_fignums()) - before
+    fig = plt.figure(num)
+    fig.canvas.draw()
+    x0, y0, x1, y1 = _box(fig._suptitle, fig.canvas.get_renderer())
+    assert x0 >= -1 and x1 <= fig.bbox.width + 1 and y1 <= fig.bbox.height + 1
+    assert fig._suptitle.get_text().count("\n") >= 2
+    top = max(ax.get_position().y1 for ax in fig.axes) * fig.bbox.height
+    assert y0 >= top, "the title covers the panel"
+    plt.close(fig)
+
+
 def test_drawn_runs_have_colours_of_their_own(tmp_path, monkeypatch):
     """Controls (a BLEU, nothing audited) are in the rows but not in the figure: they must
     not use up the ten colours, or two drawn runs share one (GNOME's keep-gain figure drew

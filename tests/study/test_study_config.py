@@ -655,7 +655,7 @@ def test_status_says_how_long_a_dp_run_has_left_at_its_median_pace(ws):
     (owner / "train.log").write_text("".join(
         json.dumps({"step": k + 1, "seconds": 30}) + "\n" for k in range(98)))
     assert training_progress(paths, "dp8-pub", config).endswith(
-        "DP step 98 of 100, about 1 min left at 0.5 min a step (median of the last 10)")
+        "DP step 98 of 100, about 1 min left at 30 s a step (median of the last 10)")
     (owner / "train.log").write_text("step 1\n")  # no timed record: no estimate
     assert training_progress(paths, "dp8-pub", config) == "DP step 1 of 100"
 
