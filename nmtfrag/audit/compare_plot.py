@@ -169,10 +169,9 @@ def _legend_and_title(fig, handles, renderer, title):
             break
         legend.remove()
     heading = fig.suptitle(title, fontsize=10)
-    width = len(title)
-    while width > 1 and heading.get_window_extent(renderer).width > room:
-        width = max(1, min(width - 1, int(width * room / heading.get_window_extent(
-            renderer).width)))  # re-measured: wrapped lines of wide letters can still run off
+    width = len(title)  # re-measured after each wrap: lines of wide letters can run off
+    while width > 1 and (wide := heading.get_window_extent(renderer).width) > room:
+        width = max(1, min(width - 1, int(width * room / wide)))
         heading.set_text(textwrap.fill(title, width=width))
     return legend
 

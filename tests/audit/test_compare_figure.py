@@ -63,11 +63,11 @@ NO_LEAKAGE = [_row("baseline", 20.0, eps=0, approach="no fine-tuning"),
               _row("dp-sgd", 20.0, eps=8)]
 
 
-def _render(rows, tmp_path, monkeypatch):
+def _render(rows, tmp_path, monkeypatch, title="test"):
     """Draw the figure as `compare_plot.plot` does and return it (kept open)."""
     monkeypatch.setattr(plt, "close", lambda *a, **k: None)
     before = set(plt.get_fignums())
-    compare_plot.plot(rows, str(tmp_path / "f.png"), "test")
+    compare_plot.plot(rows, str(tmp_path / "f.png"), title)
     (num,) = set(plt.get_fignums()) - before
     fig = plt.figure(num)
     fig.canvas.draw()
@@ -152,12 +152,7 @@ def test_nothing_hides_anything(rows, tmp_path, monkeypatch):
 def test_a_long_title_of_wide_letters_stays_on_a_one_panel_canvas(tmp_path, monkeypatch):
     """The title is wrapped by measuring it, re-measured after each wrap: a width guessed
     from the average letter ran a title of wide letters off a one-panel canvas."""
-    monkeypatch.setattr(plt, "close", lambda *a, **k: None)
-    before = set(plt.get_fignums())
-    compare_plot.plot(NO_LEAKAGE, str(tmp_path / "f.png"), "W" * 49 + " MMMM WWWW" * 6)
-    (num,) = set(plt.get_fignums()) - before
-    fig = plt.figure(num)
-    fig.canvas.draw()
+    fig = _render(NO_LEAKAGE, tmp_path, monkeypatch, title="W" * 49 + " MMMM WWWW" * 6)
     x0, y0, x1, y1 = _box(fig._suptitle, fig.canvas.get_renderer())
     assert x0 >= -1 and x1 <= fig.bbox.width + 1 and y1 <= fig.bbox.height + 1
     assert fig._suptitle.get_text().count("\n") >= 2
